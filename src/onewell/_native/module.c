@@ -1,8 +1,6 @@
-/* Python binding of the native core: the only file that knows about Python.
- * Every size handed in here was validated by the Python side (onewell/runtime/native.py). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
+/* Python entry of the native core. The only C that knows about Python objects lives in bind_*.c;
+ * every size they receive was validated on the Python side first (onewell/runtime/native.py). */
+#include "bindings.h"
 #include "cpu_features.h"
 
 static PyObject *py_cpu_features(PyObject *self, PyObject *args) {
@@ -14,11 +12,20 @@ static PyObject *py_cpu_features(PyObject *self, PyObject *args) {
                          "avx512_vnni", f->avx512_vnni, "isa", ow_isa_name(ow_isa_best()));
 }
 
-static PyMethodDef methods[] = {
+static PyMethodDef core_methods[] = {
     {"cpu_features", py_cpu_features, METH_NOARGS, "CPU SIMD features and the ISA path chosen (after ONEWELL_ISA)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "onewell._native._core", "onewell native core", -1, methods};
+static PyMethodDef *const tables[] = {core_methods, ow_pool_methods, ow_kernel_methods, ow_executor_methods};
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "onewell._native._core", "onewell native core", -1, NULL};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
+        if (PyModule_AddFunctions(m, tables[t]) < 0) { Py_DECREF(m); return NULL; }
+    }
+    return m;
+}

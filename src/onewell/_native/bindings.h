@@ -1,0 +1,12 @@
+/* Each area of the native core exposes its Python functions from its own bind_*.c file;
+ * module.c joins the tables. Keeps the areas (pool, kernels, executor, bench) editable independently. */
+#ifndef ONEWELL_BINDINGS_H
+#define ONEWELL_BINDINGS_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+extern PyMethodDef ow_pool_methods[];     /* bind_pool.c: thread pool, bandwidth probe, small ops */
+extern PyMethodDef ow_kernel_methods[];   /* bind_kernels.c: quantized matvec/dot kernels */
+extern PyMethodDef ow_executor_methods[]; /* bind_executor.c: whole forward steps */
+
+#endif
