@@ -6,7 +6,8 @@ so a hostile header fails at once. All problems raise GGUFError naming the file,
 
 Decisions: bool bytes other than 0/1 are rejected (reading them as True would not write back unchanged);
 `general.alignment` may be any integer type (the spec says UINT32) but must be a nonzero power of two;
-strings are UTF-8 decoded with errors="surrogateescape", so invalid bytes survive a read/write cycle.
+strings are UTF-8 decoded with errors="surrogateescape", so invalid bytes survive a read/write cycle;
+empty metadata keys and empty tensor names are rejected; bytes after the last tensor are allowed.
 """
 from __future__ import annotations
 
@@ -234,6 +235,8 @@ class _HeaderParser:
             start = self.pos
             key = self.string(f"metadata key #{i}")
             field = f"metadata key #{i} {key!r}"
+            if not key:
+                raise self.fail(f"metadata key #{i}", "empty key", start)
             if key in metadata:
                 raise self.fail(field, "duplicate metadata key", start)
             vtype = self.value_type(f"{field} value type")
@@ -327,6 +330,8 @@ class _HeaderParser:
             start = self.pos
             name = self.string(f"tensor #{i} name")
             field = f"tensor {name!r}"
+            if not name:
+                raise self.fail(f"tensor #{i} name", "empty tensor name", start)
             if name in seen:
                 raise self.fail(field, f"duplicate tensor name (tensor #{i})", start)
             seen.add(name)
