@@ -255,6 +255,8 @@ class Hub:
             return path
         if path.exists():
             raise ModelNotFoundError(f"{path} is not a file (expected a .gguf model file)")
+        if path.suffix.lower() == ".gguf" or len(path.parts) > 1:  # clearly meant as a path, not a name
+            raise ModelNotFoundError(f"no such model file: {path}")
         raise self._not_found(str(path))
 
     def _ensure_published(self, entry: RegistryModel, progress: bool) -> Path:
