@@ -37,6 +37,7 @@ CASES = [
     ("version-4", gb.header(0, 0, version=4), ["version", "unsupported GGUF version 4"]),
     ("empty-file", b"", ["truncated"]),
     ("short-header", b"GGUF\x03\x00\x00\x00\x01", ["header", "truncated"]),
+    ("short-non-gguf-file", b"hello", ["magic", "not a GGUF file"]),
     ("huge-tensor-count", gb.header(HUGE, 0) + bytes(64), ["tensor count", str(HUGE)]),
     ("huge-kv-count", gb.header(0, HUGE) + bytes(64), ["metadata kv count", str(HUGE)]),
     ("counts-together-too-big", gb.header(3, 3) + bytes(100), ["tensor count", "cannot fit"]),

@@ -125,6 +125,10 @@ def _map_file(path: Path) -> mmap.mmap:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < _HEADER_SIZE:
+                start = f.read(len(GGUF_MAGIC))
+                if start != GGUF_MAGIC[: len(start)]:
+                    raise GGUFError(f"{path}: magic: bad magic {start!r}, expected {GGUF_MAGIC!r}: "
+                                    f"not a GGUF file (at byte 0)")
                 raise GGUFError(f"{path}: header: truncated, the file has only {size} bytes (at byte {size})")
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
