@@ -17,7 +17,8 @@ def fp16_field(blocks: np.ndarray, offset: int) -> np.ndarray:
 
 def fp16_bytes(values: np.ndarray) -> np.ndarray:
     """float32 values rounded to fp16 (round-to-nearest-even, as ggml's GGML_FP32_TO_FP16), as (n, 2) bytes."""
-    return values.astype("<f2").reshape(-1, 1).view(np.uint8)
+    with np.errstate(over="ignore"):  # overflow to ±inf is the defined result
+        return values.astype("<f2").reshape(-1, 1).view(np.uint8)
 
 
 def low_high_nibbles(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

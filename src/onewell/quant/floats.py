@@ -20,7 +20,8 @@ def dequantize_f16(blocks: np.ndarray) -> np.ndarray:
 
 def quantize_f16(x: np.ndarray) -> np.ndarray:
     # numpy rounds to nearest even, overflows to inf and keeps subnormals, like ggml's fp32→fp16
-    return x.astype("<f2").view(np.uint8)
+    with np.errstate(over="ignore"):
+        return x.astype("<f2").view(np.uint8)
 
 
 def dequantize_bf16(blocks: np.ndarray) -> np.ndarray:
