@@ -281,7 +281,7 @@ def fake_converter(monkeypatch):
     calls = []
     module = types.ModuleType("onewell.quant.convert")
 
-    def convert_file(src, dst, target):
+    def convert_file(src, dst, target, progress=True):
         calls.append((Path(src), Path(dst), target))
         if module.fail:
             Path(dst).write_bytes(b"half")

@@ -219,7 +219,6 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
     """(label, value) lines about a GGUF file: what `onewell info` prints."""
     from onewell.gguf.constants import FILE_TYPE
     from onewell.gguf.reader import GGUFReader
-    from onewell.models.registry import load_spec
 
     with GGUFReader(path) as reader:
         meta = reader.metadata
@@ -237,6 +236,7 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
         ]
         template = meta.get("tokenizer.chat_template")
         lines.append(("chat template", f"yes ({len(template)} chars)" if isinstance(template, str) else "no"))
+        load_spec = _engine("onewell.models.registry", "load_spec", "info")
         spec = load_spec(reader)  # unsupported architectures raise here, after the file-level facts
         c = spec.config
         lines += [

@@ -340,7 +340,7 @@ class Hub:
             print(f"onewell: converting {base.name} to {resolved.quant.upper()} -> {final}", file=sys.stderr)
         with _atomic_file(final) as (tmp, f):
             f.close()  # the converter writes by path
-            convert_file(base, tmp, resolved.quant)
+            convert_file(base, tmp, resolved.quant, progress=progress)
             with open(tmp, "rb+") as done:
                 os.fsync(done.fileno())
         return final
