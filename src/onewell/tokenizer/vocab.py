@@ -37,7 +37,7 @@ SUPPORTED_MODELS = ("gpt2",)
 
 _PREFIX = "tokenizer.ggml."
 
-# Names llama.cpp recognises when the file does not give the id (first match in id order wins here).
+# Names llama.cpp recognises when the file does not give the id (the lowest id wins here).
 _EOT_NAMES = frozenset({
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
     "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
@@ -133,6 +133,40 @@ def _find_by_name(token_to_id: dict[str, int], names: frozenset[str]) -> int | N
     return min(found) if found else None
 
 
+def _detect(token_to_id: dict[str, int], names: frozenset[str], attrs: list[int]) -> int | None:
+    token_id = _find_by_name(token_to_id, names)
+    if token_id is not None:
+        attrs[token_id] |= ATTR_CONTROL
+    return token_id
+
+
+def _end_of_generation_ids(tokens: list[str], token_to_id: dict[str, int], attrs: list[int],
+                           known_ids: tuple[int | None, ...]) -> frozenset[int]:
+    """llama.cpp's end-of-generation set: eos/eot/eom/FIM ids plus every token with a known closing name.
+    Updates attrs the way llama.cpp does (named closers become control tokens)."""
+    eog = {i for i in known_ids if i is not None}
+    for name in _EOG_NAMES:
+        token_id = token_to_id.get(name)
+        if token_id is not None:
+            eog.add(token_id)
+            attrs[token_id] |= ATTR_CONTROL
+    for name in _ALWAYS_RENDERED:
+        if name in token_to_id:
+            attrs[token_to_id[name]] = ATTR_USER_DEFINED
+    eog_texts = {tokens[i]: i for i in eog}
+    # o200k_harmony / solar-open: "<|end|>" closes a message there, not the generation.
+    has_call = "<|call|>" in eog_texts or "<|calls|>" in eog_texts
+    has_return_or_flush = "<|return|>" in eog_texts or "<|flush|>" in eog_texts
+    if "<|end|>" in eog_texts and has_call and has_return_or_flush:
+        eog.discard(eog_texts["<|end|>"])
+        attrs[eog_texts["<|end|>"]] = ATTR_USER_DEFINED
+    # gemma4 / paddleocr: "</s>" is not an end of generation when "<|tool_response>" exists.
+    if "<|tool_response>" in eog_texts and "</s>" in eog_texts:
+        eog.discard(eog_texts["</s>"])
+        attrs[eog_texts["</s>"]] = ATTR_NORMAL
+    return frozenset(eog)
+
+
 def read_vocab(metadata: dict) -> Vocab:
     """Builds the vocabulary from a GGUF metadata dict; raises UnsupportedError for tokenizers we do not implement."""
     model = _key(metadata, "model")
@@ -171,53 +205,15 @@ def read_vocab(metadata: dict) -> Vocab:
     fim_rep = special("fim_rep_token_id")
     fim_sep = special("fim_sep_token_id")
 
-    # Auto-detection by name for ids the file does not give; the detected tokens are forced to be control tokens.
-    detected = []
-    if eot_id is None:
-        eot_id = _find_by_name(token_to_id, _EOT_NAMES)
-        detected.append(eot_id)
-    if eom_id is None:
-        eom_id = _find_by_name(token_to_id, _EOM_NAMES)
-        detected.append(eom_id)
-    if fim_pad is None:
-        fim_pad = _find_by_name(token_to_id, _FIM_PAD_NAMES)
-        detected.append(fim_pad)
-    if fim_rep is None:
-        fim_rep = _find_by_name(token_to_id, _FIM_REP_NAMES)
-        detected.append(fim_rep)
-    if fim_sep is None:
-        fim_sep = _find_by_name(token_to_id, _FIM_SEP_NAMES)
-        detected.append(fim_sep)
-    for token_id in detected:
-        if token_id is not None:
-            attrs[token_id] |= ATTR_CONTROL
-
+    # Ids the file does not give are guessed from token names, like llama.cpp; guessed tokens become control ones.
+    eot_id, eom_id, fim_pad, fim_rep, fim_sep = (
+        given if given is not None else _detect(token_to_id, names, attrs)
+        for given, names in ((eot_id, _EOT_NAMES), (eom_id, _EOM_NAMES), (fim_pad, _FIM_PAD_NAMES),
+                             (fim_rep, _FIM_REP_NAMES), (fim_sep, _FIM_SEP_NAMES)))
     for token_id, attr in enumerate(attrs):
         if attr & ATTR_CONTROL and "unused" in tokens[token_id]:
             attrs[token_id] |= ATTR_UNUSED
-
-    eog = {i for i in (fim_pad, fim_rep, fim_sep) if i is not None}
-    for name in _EOG_NAMES:
-        token_id = token_to_id.get(name)
-        if token_id is not None:
-            eog.add(token_id)
-            attrs[token_id] |= ATTR_CONTROL
-    for name in _ALWAYS_RENDERED:
-        if name in token_to_id:
-            attrs[token_to_id[name]] = ATTR_USER_DEFINED
-    eog.update(i for i in (eos_id, eot_id, eom_id) if i is not None)
-    eog_texts = {tokens[i]: i for i in eog}
-    # o200k_harmony / solar-open: "<|end|>" closes a message there, not the generation.
-    has_call = "<|call|>" in eog_texts or "<|calls|>" in eog_texts
-    has_return_or_flush = "<|return|>" in eog_texts or "<|flush|>" in eog_texts
-    if "<|end|>" in eog_texts and has_call and has_return_or_flush:
-        end_id = eog_texts["<|end|>"]
-        eog.discard(end_id)
-        attrs[end_id] = ATTR_USER_DEFINED
-    # gemma4 / paddleocr: "</s>" is not an end of generation when "<|tool_response>" exists.
-    if "<|tool_response>" in eog_texts and "</s>" in eog_texts:
-        eog.discard(eog_texts["</s>"])
-        attrs[eog_texts["</s>"]] = ATTR_NORMAL
+    eog = _end_of_generation_ids(tokens, token_to_id, attrs, (eos_id, eot_id, eom_id, fim_pad, fim_rep, fim_sep))
 
     special_kinds = ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN
     special_ids = sorted((i for i, a in enumerate(attrs) if a & special_kinds), key=lambda i: (-len(tokens[i]), i))
@@ -236,6 +232,6 @@ def read_vocab(metadata: dict) -> Vocab:
     return Vocab(
         model=model, pre=pre, tokens=tokens, token_to_id=token_to_id, attrs=attrs,
         merge_ranks=_merge_ranks(merges), bos_id=bos_id, eos_id=eos_id, eot_id=eot_id, eom_id=eom_id,
-        unk_id=unk_id, pad_id=pad_id, add_bos=add_bos, add_eos=add_eos, eog_ids=frozenset(eog),
+        unk_id=unk_id, pad_id=pad_id, add_bos=add_bos, add_eos=add_eos, eog_ids=eog,
         special_ids_longest_first=tuple(special_ids), chat_template=template,
     )
