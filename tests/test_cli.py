@@ -125,6 +125,30 @@ def test_ctrl_c_exits_130_quietly(fake_api, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_sigterm_unwinds_like_ctrl_c(fake_api):
+    """A terminated command runs its cleanup (a pull removes its temp files) and exits 143."""
+    import os
+    import signal
+
+    fake_api["model"] = FakeModel(fail_with=None)
+    cleaned = []
+
+    def generate(prompt, **kwargs):
+        try:
+            yield "x"
+            os.kill(os.getpid(), signal.SIGTERM)
+            yield "never"
+        finally:
+            cleaned.append(True)
+
+    fake_api["model"].generate = generate
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "m", "p"])
+    assert exit_info.value.code == 143 and cleaned == [True]
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is only ours while a command runs
+
+
 def test_missing_engine_module_is_a_clear_error(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "onewell.api", None)  # as if the module did not exist
     assert main(["run", "m", "p"]) == 1

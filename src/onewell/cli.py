@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -324,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = build_parser().parse_args(argv)
         run = lambda: args.func(args)  # noqa: E731
+    previous = _exit_on_sigterm()
     try:
         return run()
     except OnewellError as e:
@@ -336,3 +338,18 @@ def main(argv: list[str] | None = None) -> int:
         # point stdout at /dev/null so the interpreter's final flush does not complain again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm() -> Any:
+    """Turn SIGTERM into SystemExit so cleanup code runs (a killed pull removes its temp files, as on Ctrl-C).
+    Returns the previous handler, or None when signals cannot be set here (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, terminate)
