@@ -399,6 +399,7 @@ def test_accepts_bytes_and_returns_requested_shape():
 # Real tensors of both default models
 
 def dequantize_all(path) -> dict[str, set]:
+    """Dequantize every tensor; check values, and the F16/BF16 encoders on a slice of each real weight."""
     seen: dict[str, set] = {}
     with GGUFReader(path) as reader:
         for name, info in reader.tensors.items():
@@ -408,15 +409,16 @@ def dequantize_all(path) -> dict[str, set]:
             assert np.isfinite(x).all(), name
             assert np.abs(x).max() > 0, name
             seen.setdefault(info.ggml_type.name, set()).add(name)
-            if info.ggml_type == T.Q8_0:
+            if info.ggml_type == T.Q8_0 and x.size <= 30_000_000:
                 # a ggml-made Q8_0 block has a quant of ±127, so requantizing reproduces it bit for bit
                 np.testing.assert_array_equal(quantize(T.Q8_0, x), raw, err_msg=name)
-            if info.ggml_type != T.F32 and x.size <= 5_000_000:
-                half = quantize(T.F16, x)
-                np.testing.assert_array_equal(half, x.astype("<f2").view(np.uint8).reshape(-1))
-                np.testing.assert_array_equal(dequantize(T.F16, half, x.shape), x.astype(np.float16).astype(F32))
-                np.testing.assert_array_equal(dequantize(T.BF16, quantize(T.BF16, x), x.shape),
-                                              bf16_nearest_even(x))
+            if info.ggml_type != T.F32:
+                part = x.reshape(-1)[:1 << 16]
+                half = quantize(T.F16, part)
+                np.testing.assert_array_equal(half, part.astype("<f2").view(np.uint8))
+                np.testing.assert_array_equal(dequantize(T.F16, half, part.shape), part.astype(np.float16))
+                np.testing.assert_array_equal(dequantize(T.BF16, quantize(T.BF16, part), part.shape),
+                                              bf16_nearest_even(part))
     return seen
 
 

@@ -103,6 +103,8 @@ def dequantize(ggml_type: GGMLType, raw, shape: tuple[int, ...]) -> np.ndarray:
             f"{GGMLType(ggml_type).name} tensor of shape {shape} needs {expected} bytes, got {data.size}")
     decode = _DEQUANTIZERS[GGMLType(ggml_type)]
     blocks = data.reshape(geo.n_blocks, geo.type_size)
+    if geo.n_blocks <= geo.blocks_per_slice:
+        return decode(np.ascontiguousarray(blocks)).reshape(shape)
     out = np.empty((geo.n_blocks, geo.block_size), dtype=np.float32)
     step = geo.blocks_per_slice
     for start in range(0, geo.n_blocks, step):

@@ -37,12 +37,13 @@ def pack_bits_u32(bits: np.ndarray) -> np.ndarray:
 
 
 def round_half_away_from_zero(x: np.ndarray) -> np.ndarray:
-    """C's roundf for float32 input: ties go away from zero (numpy's rint would go to even).
+    """C's roundf on float32 values: ties go away from zero (numpy's rint would go to even).
 
-    Done in float64, where x + 0.5 is exact for every float32 x of magnitude below 2**28, so no double rounding.
+    x - trunc(x) is exact in float32, so the test "fraction >= 0.5" is exact too (x + 0.5 would round).
     """
-    x64 = x.astype(np.float64)
-    return np.trunc(x64 + np.copysign(0.5, x64))
+    whole = np.trunc(x)
+    away = (np.abs(x - whole) >= F32(0.5)).astype(x.dtype)
+    return whole + np.copysign(away, x)
 
 
 def reciprocal_or_zero(d: np.ndarray) -> np.ndarray:
