@@ -325,7 +325,8 @@ def test_f16_matches_numpy_and_round_trips():
     x = np.concatenate([rng.standard_normal(1000) * 1e-3, rng.standard_normal(1000) * 1e3,
                         [7e4, -7e4, 1e-8, 0.0, -0.0]]).astype(F32)
     raw = quantize(T.F16, x)
-    np.testing.assert_array_equal(raw, x.astype("<f2").view(np.uint8))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(raw, x.astype("<f2").view(np.uint8))
     y = dequantize(T.F16, raw, x.shape)
     normal = (np.abs(x) >= 2.0**-14) & (np.abs(x) <= 65504)
     assert (np.abs(y - x)[normal] <= np.abs(x)[normal] * 2.0**-11).all()
@@ -366,6 +367,18 @@ def test_unsupported_type_names_the_type(ggml_type):
         quantize(ggml_type, np.zeros(256, F32))
     with pytest.raises(UnsupportedError, match="Q6_K"):
         quantize(T.Q6_K, np.zeros(256, F32))
+
+
+def test_unknown_type_id():
+    with pytest.raises(UnsupportedError, match="unknown tensor type id 99"):
+        dequantize(99, np.zeros(4, np.uint8), (1,))
+
+
+def test_f32_result_is_a_writable_copy():
+    raw = np.frombuffer(struct.pack("<2f", 1.0, 2.0), np.uint8)   # read-only, like a file mapping
+    out = dequantize(T.F32, raw, (2,))
+    out[0] = 5.0
+    assert struct.unpack("<2f", raw.tobytes()) == (1.0, 2.0)
 
 
 def test_wrong_byte_count_names_expected_size():

@@ -69,7 +69,10 @@ class _Geometry:
 
 
 def _geometry(ggml_type: GGMLType, shape: tuple[int, ...], table: dict[GGMLType, BlockFn], verb: str) -> _Geometry:
-    ggml_type = GGMLType(ggml_type)
+    try:
+        ggml_type = GGMLType(ggml_type)
+    except ValueError:
+        raise UnsupportedError(f"cannot {verb} unknown tensor type id {ggml_type!r}") from None
     if ggml_type not in table:
         supported = ", ".join(sorted(t.name for t in table))
         raise UnsupportedError(f"cannot {verb} tensor type {ggml_type.name} (supported: {supported})")

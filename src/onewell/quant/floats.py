@@ -7,7 +7,7 @@ from ._blocks import F32
 
 
 def dequantize_f32(blocks: np.ndarray) -> np.ndarray:
-    return blocks.view("<f4").astype(F32, copy=False)
+    return blocks.view("<f4").astype(F32)  # a copy: never hand out a view of a read-only file mapping
 
 
 def quantize_f32(x: np.ndarray) -> np.ndarray:
