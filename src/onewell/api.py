@@ -1,0 +1,127 @@
+"""The Python API: `onewell.load(model)` and `Model.generate` / `Model.chat`.
+
+    >>> import onewell
+    >>> model = onewell.load("smollm2-135m-instruct")
+    >>> print(model.generate("def fibonacci(n):", max_tokens=32, temperature=0))
+
+A Model owns one backend and its KV cache: consecutive calls reuse the longest common prompt prefix (a chat
+that grows turn by turn evaluates only the new turn). One generation at a time per Model.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator, Literal, Sequence
+
+from onewell.gguf import GGUFReader
+from onewell.models.base import ModelSpec
+from onewell.models.registry import load_spec
+from onewell.runtime.backend import Backend, create_backend
+from onewell.runtime.generate import GenerationStats, check_fits, generate_tokens
+from onewell.runtime.sampling import Sampler, SamplingParams
+from onewell.tokenizer import Tokenizer, render_chat, require_chat_template
+
+
+def load(
+    model: str | os.PathLike,
+    backend: Literal["native", "reference"] = "native",
+    threads: int | None = None,
+    n_ctx: int = 4096,
+) -> Model:
+    """Open a model by registry name (pulled and cached on first use) or .gguf path."""
+    from onewell.hub import ensure_model
+
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
+        raise ValueError(f"n_ctx must be a positive integer, got {n_ctx!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0):
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+    path = ensure_model(model)
+    reader = GGUFReader(path)
+    spec = load_spec(reader)
+    tokenizer = Tokenizer.from_metadata(reader.metadata)
+    engine = create_backend(backend, spec, n_ctx=n_ctx, threads=threads)
+    return Model(spec, tokenizer, engine, path=Path(path), reader=reader)
+
+
+class Model:
+    def __init__(self, spec: ModelSpec, tokenizer: Tokenizer, backend: Backend,
+                 path: Path | None = None, reader: GGUFReader | None = None):
+        self.spec = spec
+        self.tokenizer = tokenizer
+        self.backend = backend
+        self.path = path
+        self._reader = reader  # keeps the mapping the quantized weights live in open
+        self.last_stats = GenerationStats()
+        self._cache_ids: list[int] = []  # tokens the backend's KV cache holds, for prefix reuse
+        self._active = 0  # id of the generation allowed to use the backend; older streams are stale
+
+    @property
+    def n_ctx(self) -> int:
+        return self.backend.n_ctx
+
+    def __repr__(self) -> str:
+        cfg = self.spec.config
+        return f"Model({cfg.arch}, {cfg.n_layer} layers, n_ctx={self.n_ctx}, path={str(self.path)!r})"
+
+    # --- text in, text out -------------------------------------------------------------------------------
+
+    def generate(self, prompt: str, max_tokens: int = 128, stream: bool = False, stop: Sequence[str] | None = None,
+                 chat: bool = False, **sampling) -> str | Iterator[str]:
+        """Continue `prompt` (or, with chat=True, answer it as a user message through the chat template).
+        Sampling keywords: temperature (0 = greedy), top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+        if chat:
+            return self.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, stream=stream,
+                             stop=stop, **sampling)
+        ids = self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token, parse_special=True)
+        return self._run(ids, max_tokens, stream, stop, sampling)
+
+    def chat(self, messages: list[dict], max_tokens: int = 128, stream: bool = False,
+             stop: Sequence[str] | None = None, **sampling) -> str | Iterator[str]:
+        """Reply to a conversation [{"role": "user", "content": ...}, ...] rendered by the model's template."""
+        ids = self.tokenize_chat(messages)
+        return self._run(ids, max_tokens, stream, stop, sampling)
+
+    def tokenize_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        tok = self.tokenizer
+        template = require_chat_template(tok.chat_template, self.spec.metadata.get("general.name", "this model"))
+        bos = tok.token_text(tok.bos_id) if tok.bos_id is not None else ""
+        eos = tok.token_text(tok.eos_id) if tok.eos_id is not None else ""
+        text = render_chat(template, messages, add_generation_prompt=add_generation_prompt,
+                           bos_token=bos, eos_token=eos)
+        # Templates that write the BOS text themselves must not get a second one.
+        add_bos = tok.add_bos_token and not (bos and text.startswith(bos))
+        return tok.encode(text, add_bos=add_bos, parse_special=True)
+
+    # --- the loop ----------------------------------------------------------------------------------------
+
+    def _run(self, ids: list[int], max_tokens: int, stream: bool, stop: Sequence[str] | None,
+             sampling: dict) -> str | Iterator[str]:
+        if isinstance(stop, str):
+            stop = [stop]
+        sampler = Sampler(SamplingParams(**sampling))  # bad settings fail here, before anything runs
+        check_fits(self.n_ctx, len(ids), max_tokens)  # and so does a prompt that cannot fit, even when streaming
+        self._active += 1
+        chunks = self._stream(ids, max_tokens, sampler, list(stop or ()), self._active)
+        if stream:
+            return chunks
+        return "".join(chunks)
+
+    def _stream(self, ids: list[int], max_tokens: int, sampler: Sampler, stop: list[str],
+                generation: int) -> Iterator[str]:
+        stats = GenerationStats()
+        self.last_stats = stats
+        chunks = generate_tokens(self.backend, self.tokenizer, ids, max_tokens, sampler, stop=stop,
+                                 stats=stats, cache_ids=self._cache_ids)
+        while True:
+            # Checked before every step: a stale stream must not append to a cache a newer call now owns.
+            if generation != self._active:
+                chunks.close()
+                raise RuntimeError("this stream was superseded by a newer generate()/chat() call on the same "
+                                   "Model; finish (or drop) one stream before starting another")
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            yield chunk
