@@ -1,5 +1,214 @@
+/* Python entry of the quantized matvec kernels (kernels/matvec.h). onewell/runtime/native_kernels.py validates
+ * arguments with readable messages first; the checks here repeat the ones that keep memory safe, so a wrong
+ * call from anywhere gets a ValueError instead of a crash. The GIL is released while kernels run. */
 #include "bindings.h"
 
+#include <time.h>
+
+#include "kernels/matvec.h"
+
+static int parse_path(const char *name, ow_kpath *out) {
+    for (int p = 0; p < OW_KPATH_COUNT; p++) {
+        if (!strcmp(name, ow_kpath_name((ow_kpath)p))) {
+            if (!ow_kpath_available((ow_kpath)p)) {
+                PyErr_Format(PyExc_ValueError, "kernel path %s is not available on this CPU", name);
+                return -1;
+            }
+            *out = (ow_kpath)p;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown kernel path %s", name);
+    return -1;
+}
+
+static int is_act_type(int at) {
+    return at == OW_TYPE_F32 || at == OW_TYPE_F16 || at == OW_TYPE_Q8_0 || at == OW_TYPE_Q8_1 || at == OW_TYPE_Q8_K;
+}
+
+/* n_cols must be a positive whole number of blocks of type t */
+static int check_cols(int t, Py_ssize_t n_cols) {
+    const int64_t bs = ow_type_block_size((ow_ggml_type)t);
+    if (n_cols <= 0 || bs == 0 || n_cols % bs) {
+        PyErr_Format(PyExc_ValueError, "n_cols=%zd is not a positive multiple of the block size %lld", n_cols, (long long)bs);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_aligned(const void *p, size_t align, const char *what) {
+    if ((uintptr_t)p % align) {
+        PyErr_Format(PyExc_ValueError, "%s must be aligned to %zu bytes", what, align);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_kernel_paths(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (int p = 0; p < OW_KPATH_COUNT; p++) {
+        if (!ow_kpath_available((ow_kpath)p)) continue;
+        PyObject *name = PyUnicode_FromString(ow_kpath_name((ow_kpath)p));
+        if (!name || PyList_Append(out, name) < 0) { Py_XDECREF(name); Py_DECREF(out); return NULL; }
+        Py_DECREF(name);
+    }
+    return out;
+}
+
+static PyObject *py_kernel_default_path(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    return PyUnicode_FromString(ow_kpath_name(ow_kpath_for_isa(ow_isa_best())));
+}
+
+static PyObject *py_act_type_for(PyObject *self, PyObject *args) {
+    (void)self;
+    int wt;
+    if (!PyArg_ParseTuple(args, "i", &wt)) return NULL;
+    return PyLong_FromLong(ow_wtype_supported(wt) ? (long)ow_act_type_for((ow_wtype)wt) : -1L);
+}
+
+/* quantize_act(act_type, x, n_cols, n_vec, out, path): n_vec rows of n_cols float32 -> n_vec packed rows */
+static PyObject *py_quantize_act(PyObject *self, PyObject *args) {
+    (void)self;
+    int at;
+    Py_ssize_t n_cols, n_vec;
+    Py_buffer x, out;
+    const char *path_name;
+    if (!PyArg_ParseTuple(args, "iy*nnw*s", &at, &x, &n_cols, &n_vec, &out, &path_name)) return NULL;
+    PyObject *result = NULL;
+    ow_kpath path;
+    if (parse_path(path_name, &path) < 0) goto done;
+    if (!is_act_type(at)) { PyErr_Format(PyExc_ValueError, "type %d is not an activation type", at); goto done; }
+    if (check_cols(at, n_cols) < 0) goto done;
+    if (n_vec < 1) { PyErr_SetString(PyExc_ValueError, "n_vec must be >= 1"); goto done; }
+    const size_t row_bytes = ow_act_row_bytes((ow_atype)at, n_cols);
+    if ((size_t)x.len < (size_t)n_cols * (size_t)n_vec * sizeof(float) || (size_t)out.len < row_bytes * (size_t)n_vec) {
+        PyErr_SetString(PyExc_ValueError, "quantize_act: buffer too small");
+        goto done;
+    }
+    if (check_aligned(x.buf, sizeof(float), "activation input") < 0) goto done;
+    if (at == OW_TYPE_F32 && check_aligned(out.buf, sizeof(float), "F32 activation output") < 0) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n_vec; v++)
+        ow_quantize_act_path((ow_atype)at, (const float *)x.buf + v * n_cols, (uint8_t *)out.buf + (size_t)v * row_bytes,
+                             n_cols, path);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+typedef struct {
+    int wt;
+    Py_buffer w, xq, y;
+    Py_ssize_t row_bytes, n_cols, xq_stride, n_vec, y_stride, r0, r1;
+    ow_kpath path;
+} matmul_call;
+
+/* every size and pointer ow_matmul_rows_path will touch, checked against the buffers */
+static int check_matmul(const matmul_call *c) {
+    if (!ow_wtype_supported(c->wt)) { PyErr_Format(PyExc_ValueError, "weight type %d has no kernel", c->wt); return -1; }
+    if (check_cols(c->wt, c->n_cols) < 0) return -1;
+    const size_t row_bytes = (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
+    if ((size_t)c->row_bytes != row_bytes) {
+        PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %zu bytes", c->row_bytes, c->n_cols, row_bytes);
+        return -1;
+    }
+    if (c->r0 < 0 || c->r1 < c->r0) { PyErr_SetString(PyExc_ValueError, "need 0 <= r0 <= r1"); return -1; }
+    if ((size_t)c->w.len < (size_t)c->r1 * row_bytes) { PyErr_SetString(PyExc_ValueError, "weight buffer holds fewer than r1 rows"); return -1; }
+    if (c->n_vec < 1) { PyErr_SetString(PyExc_ValueError, "n_vec must be >= 1"); return -1; }
+    const ow_atype at = ow_act_type_for((ow_wtype)c->wt);
+    const size_t act_bytes = ow_act_row_bytes(at, c->n_cols);
+    if (c->xq_stride < 0 || (c->n_vec > 1 && (size_t)c->xq_stride < act_bytes) ||
+        (size_t)c->xq.len < (size_t)(c->n_vec - 1) * (size_t)c->xq_stride + act_bytes) {
+        PyErr_SetString(PyExc_ValueError, "activation buffer too small for n_vec vectors at xq_stride");
+        return -1;
+    }
+    if (at == OW_TYPE_F32 || at == OW_TYPE_F16) {
+        const size_t elem = at == OW_TYPE_F32 ? 4 : 2;
+        if (check_aligned(c->xq.buf, elem, "float activations") < 0) return -1;
+        if (c->xq_stride % (Py_ssize_t)elem) { PyErr_SetString(PyExc_ValueError, "xq_stride breaks element alignment"); return -1; }
+    }
+    if (c->y_stride < 0 || (c->n_vec > 1 && c->y_stride < c->r1) ||
+        (size_t)c->y.len / sizeof(float) < (size_t)(c->n_vec - 1) * (size_t)c->y_stride + (size_t)c->r1) {
+        PyErr_SetString(PyExc_ValueError, "output buffer too small for n_vec rows of r1 floats at y_stride");
+        return -1;
+    }
+    return check_aligned(c->y.buf, sizeof(float), "output");
+}
+
+static void run_matmul(const matmul_call *c) {
+    ow_matmul_rows_path((ow_wtype)c->wt, c->w.buf, (size_t)c->row_bytes, c->n_cols, c->xq.buf, (size_t)c->xq_stride,
+                        (int)c->n_vec, c->y.buf, c->y_stride, c->r0, c->r1, c->path);
+}
+
+static int parse_matmul(PyObject *args, matmul_call *c, Py_ssize_t *n_iter) {
+    const char *path_name;
+    const int ok = n_iter
+        ? PyArg_ParseTuple(args, "iy*nny*nnw*nnnsn", &c->wt, &c->w, &c->row_bytes, &c->n_cols, &c->xq, &c->xq_stride,
+                           &c->n_vec, &c->y, &c->y_stride, &c->r0, &c->r1, &path_name, n_iter)
+        : PyArg_ParseTuple(args, "iy*nny*nnw*nnns", &c->wt, &c->w, &c->row_bytes, &c->n_cols, &c->xq, &c->xq_stride,
+                           &c->n_vec, &c->y, &c->y_stride, &c->r0, &c->r1, &path_name);
+    if (!ok) return -1;
+    if (c->n_vec > 1 << 20) { PyErr_SetString(PyExc_ValueError, "n_vec too large"); return -1; }
+    if (parse_path(path_name, &c->path) < 0 || check_matmul(c) < 0) return -1;
+    return 0;
+}
+
+static void release_matmul(matmul_call *c) {
+    if (c->w.obj) PyBuffer_Release(&c->w);
+    if (c->xq.obj) PyBuffer_Release(&c->xq);
+    if (c->y.obj) PyBuffer_Release(&c->y);
+}
+
+/* matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path) */
+static PyObject *py_matmul(PyObject *self, PyObject *args) {
+    (void)self;
+    matmul_call c = {0};
+    PyObject *result = NULL;
+    if (parse_matmul(args, &c, NULL) == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        run_matmul(&c);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    release_matmul(&c);
+    return result;
+}
+
+/* matmul_bench(<matmul args>, n_iter) -> seconds for n_iter back-to-back runs (for tuning on a quiet machine) */
+static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
+    (void)self;
+    matmul_call c = {0};
+    Py_ssize_t n_iter = 0;
+    PyObject *result = NULL;
+    if (parse_matmul(args, &c, &n_iter) == 0) {
+        if (n_iter < 1) {
+            PyErr_SetString(PyExc_ValueError, "n_iter must be >= 1");
+        } else {
+            struct timespec t0, t1;
+            Py_BEGIN_ALLOW_THREADS
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (Py_ssize_t i = 0; i < n_iter; i++) run_matmul(&c);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            Py_END_ALLOW_THREADS
+            result = PyFloat_FromDouble((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        }
+    }
+    release_matmul(&c);
+    return result;
+}
+
 PyMethodDef ow_kernel_methods[] = {
+    {"kernel_paths", py_kernel_paths, METH_NOARGS, "Kernel paths this CPU can run, e.g. ['generic', 'avx2', 'avx2-vnni', 'avx512']."},
+    {"kernel_default_path", py_kernel_default_path, METH_NOARGS, "The path ow_matmul_rows uses for ow_isa_best() (honors ONEWELL_ISA)."},
+    {"act_type_for", py_act_type_for, METH_VARARGS, "act_type_for(weight_type) -> activation type id, -1 if the weight type has no kernel."},
+    {"quantize_act", py_quantize_act, METH_VARARGS, "quantize_act(act_type, x, n_cols, n_vec, out, path)"},
+    {"matmul", py_matmul, METH_VARARGS, "matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path)"},
+    {"matmul_bench", py_matmul_bench, METH_VARARGS, "matmul_bench(<matmul args>, n_iter) -> seconds"},
     {NULL, NULL, 0, NULL},
 };

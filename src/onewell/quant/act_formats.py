@@ -76,11 +76,16 @@ def dequantize_q8_1_act(blocks: np.ndarray) -> np.ndarray:
     return blocks[:, 4:].view(np.int8).astype(F32) * fp16_field(blocks, 0)[:, None]
 
 
+def _to_f16(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):   # beyond 65504 becomes inf, as F16C and ggml do
+        return x.astype("<f2").view(np.uint8)
+
+
 _QUANTIZE = {
     GGMLType.Q8_0: quantize_q8_0_act,
     GGMLType.Q8_1: quantize_q8_1_act,
     GGMLType.Q8_K: quantize_q8_k,
-    GGMLType.F16: lambda x: x.astype("<f2").view(np.uint8),
+    GGMLType.F16: _to_f16,
     GGMLType.F32: lambda x: x.astype("<f4").view(np.uint8),
 }
 _DEQUANTIZE = {

@@ -1,0 +1,75 @@
+/* Quantized matrix x vector(s): the public C API of the kernels.
+ *
+ * A matmul is y = W x for W stored row-major in a ggml weight type (one row = n_cols elements, row_bytes bytes)
+ * and x a few activation vectors that were first quantized to the activation type the weight type pairs with
+ * (ow_act_type_for), exactly as ggml does. Callers split the rows among threads with [r0, r1).
+ *
+ * Kernel paths: the generic C twin, AVX2 (maddubs), AVX2 + AVX-VNNI, AVX-512 (F, BW, VL, VNNI). An ow_isa level
+ * (cpu_features.h) maps to the best path of that level this CPU has; explicit paths exist for tests.
+ */
+#ifndef ONEWELL_MATVEC_H
+#define ONEWELL_MATVEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../cpu_features.h"
+
+/* Values equal ggml's type ids (onewell.gguf.constants.GGMLType). */
+typedef enum {
+    OW_TYPE_F32 = 0,
+    OW_TYPE_F16 = 1,
+    OW_TYPE_Q4_0 = 2,
+    OW_TYPE_Q4_1 = 3,
+    OW_TYPE_Q5_0 = 6,
+    OW_TYPE_Q5_1 = 7,
+    OW_TYPE_Q8_0 = 8,
+    OW_TYPE_Q8_1 = 9,
+    OW_TYPE_Q4_K = 12,
+    OW_TYPE_Q5_K = 13,
+    OW_TYPE_Q6_K = 14,
+    OW_TYPE_Q8_K = 15,
+} ow_ggml_type;
+typedef ow_ggml_type ow_wtype;  /* a weight type */
+typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1 or Q8_K */
+
+typedef enum {
+    OW_KPATH_GENERIC = 0,
+    OW_KPATH_AVX2 = 1,       /* AVX2 + FMA + F16C, u8 x s8 products with vpmaddubsw */
+    OW_KPATH_AVX2_VNNI = 2,  /* the same with AVX-VNNI's vpdpbusd/vpdpwssd */
+    OW_KPATH_AVX512 = 3,     /* AVX-512 F/BW/VL/VNNI, 512-bit registers */
+    OW_KPATH_COUNT = 4,
+} ow_kpath;
+
+#define OW_ROW_TILE 4  /* rows computed together, sharing each activation load */
+
+/* --- types ----------------------------------------------------------------------------------------------- */
+int ow_wtype_supported(int wt);                        /* 1 if ow_matmul_rows handles weight type id wt */
+ow_atype ow_act_type_for(ow_wtype wt);                 /* the activation type weights of type wt pair with */
+int64_t ow_type_block_size(ow_ggml_type t);            /* elements per block (1 for F32/F16), 0 if unknown */
+size_t ow_type_block_bytes(ow_ggml_type t);            /* bytes per block, 0 if unknown */
+size_t ow_act_row_bytes(ow_atype at, int64_t n_cols);  /* bytes of one quantized activation vector */
+
+/* --- paths ----------------------------------------------------------------------------------------------- */
+ow_kpath ow_kpath_for_isa(ow_isa isa);   /* best path of that ISA level on this CPU (AVX-VNNI if present) */
+int ow_kpath_available(ow_kpath p);      /* 1 if this CPU can run path p */
+const char *ow_kpath_name(ow_kpath p);   /* "generic", "avx2", "avx2-vnni", "avx512" */
+
+/* --- work ------------------------------------------------------------------------------------------------ */
+/* Quantize n_cols floats into one activation vector of type at (n_cols a multiple of its block size).
+ * Every path produces the same bytes. */
+void ow_quantize_act(ow_atype at, const float *x, void *xq, int64_t n_cols, ow_isa isa);
+void ow_quantize_act_path(ow_atype at, const float *x, void *xq, int64_t n_cols, ow_kpath path);
+
+/* y[v*y_stride + r] = dot(W row r, activation v) for rows r in [r0, r1) and v in [0, n_vec).
+ * Row r starts at w + r*row_bytes (any alignment); activation v at (const uint8_t *)xq + v*xq_stride, quantized
+ * with ow_quantize_act(ow_act_type_for(wt), ...). Each tile of OW_ROW_TILE rows is streamed from memory once and
+ * then reused from cache for every activation vector. */
+void ow_matmul_rows(ow_wtype wt, const uint8_t *w, size_t row_bytes, int64_t n_cols,
+                    const void *xq, size_t xq_stride, int n_vec, float *y, int64_t y_stride,
+                    int64_t r0, int64_t r1, ow_isa isa);
+void ow_matmul_rows_path(ow_wtype wt, const uint8_t *w, size_t row_bytes, int64_t n_cols,
+                         const void *xq, size_t xq_stride, int n_vec, float *y, int64_t y_stride,
+                         int64_t r0, int64_t r1, ow_kpath path);
+
+#endif

@@ -1,0 +1,54 @@
+/* The per-path kernels behind matvec.c's dispatch table (internal to the kernels directory).
+ *
+ * A dot kernel computes s[r] = dot(W row r, x) for the nr (1..OW_ROW_TILE) rows at w, w + w_stride, ...
+ * against one quantized activation vector x of n_cols elements. Names are ggml-style:
+ * vec_dot_<weight type>_<activation type>_<path>. */
+#ifndef ONEWELL_VEC_DOT_H
+#define ONEWELL_VEC_DOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "matvec.h"
+#include "quant_blocks.h"
+
+typedef void (*ow_vec_dot_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *s);
+typedef void (*ow_act_quant_fn)(const float *x, void *xq, int64_t n_cols);
+
+#define OW_DOT_ARGS int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *s
+
+/* every weight type with a dot kernel, with the activation type it pairs with */
+#define OW_FOR_EACH_DOT(X) \
+    X(f32_f32) X(f16_f16) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q5_1_q8_1) X(q8_0_q8_0) \
+    X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
+
+#define OW_DECLARE_DOT(name, path) void vec_dot_##name##_##path(OW_DOT_ARGS);
+#define OW_DECLARE_GENERIC(name) OW_DECLARE_DOT(name, generic)
+OW_FOR_EACH_DOT(OW_DECLARE_GENERIC)
+
+void act_quant_f16_generic(const float *x, void *xq, int64_t n);
+void act_quant_q8_0_generic(const float *x, void *xq, int64_t n);
+void act_quant_q8_1_generic(const float *x, void *xq, int64_t n);
+void act_quant_q8_K_generic(const float *x, void *xq, int64_t n);
+
+#if defined(__x86_64__)
+#define OW_DECLARE_AVX2(name) OW_DECLARE_DOT(name, avx2)
+#define OW_DECLARE_AVX2_VNNI(name) OW_DECLARE_DOT(name, avx2_vnni)
+#define OW_DECLARE_AVX512_256(name) OW_DECLARE_DOT(name, avx512_256)
+OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
+OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
+OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
+
+/* kernels that use the full 512-bit registers; other types run their _avx512_256 twin on this path */
+#define OW_FOR_EACH_DOT_512(X) X(f32_f32) X(f16_f16) X(q8_0_q8_0) X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
+#define OW_DECLARE_AVX512(name) OW_DECLARE_DOT(name, avx512)
+OW_FOR_EACH_DOT_512(OW_DECLARE_AVX512)
+
+/* activation quantizers for every SIMD path (AVX2 is plenty: they touch n_cols floats, the matmul n_cols*rows) */
+void act_quant_f16_avx2(const float *x, void *xq, int64_t n);
+void act_quant_q8_0_avx2(const float *x, void *xq, int64_t n);
+void act_quant_q8_1_avx2(const float *x, void *xq, int64_t n);
+void act_quant_q8_K_avx2(const float *x, void *xq, int64_t n);
+#endif
+
+#endif

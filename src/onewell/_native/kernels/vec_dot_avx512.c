@@ -1,0 +1,247 @@
+/* AVX-512 (F, BW, VL, VNNI) dot kernels, translations of vec_dot_generic.c.
+ *
+ * Types whose blocks fill 512-bit registers naturally get their own kernels here: Q8_0 (two 32-byte blocks per
+ * register), the 256-element K-quants (64 elements per register), F32/F16 (masked tails). The 32-element 4/5-bit
+ * types run the 256-bit kernels of vec_dot_x86_256.inc, rebuilt below with EVEX VNNI and mask registers
+ * (suffix _avx512_256): their 16-byte blocks would need cross-lane shuffles to fill a 512-bit register. */
+#include "vec_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define OW_SUFFIX avx512_256
+#define OW_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define OW_VNNI 2
+#include "vec_dot_x86_256.inc"
+#undef OW_SUFFIX
+#undef OW_VNNI
+
+#define OW_INLINE static inline __attribute__((always_inline)) OW_TARGET
+
+OW_INLINE float hsum_ps128(__m128 s) {
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+OW_INLINE float half1(uint16_t h) { return _cvtsh_ss(h); }
+
+/* a 256-bit vector in the low half of a 512-bit one, zeros above */
+OW_INLINE __m512i zext256(__m256i v) { return _mm512_inserti64x4(_mm512_setzero_si512(), v, 0); }
+
+/* [lo | hi] */
+OW_INLINE __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+/* Q8_0 x Q8_0: two blocks per register. Signed weights go in as w ^ 0x80 = w + 128 (unsigned for vpdpbusd);
+ * the accumulator starts at -128 * (activation sums), computed once per block pair for the whole row tile. ---- */
+
+static const ow_block_q8_0 zero_q8_0;   /* pads an odd block count: zero quants and zero scale add nothing */
+
+OW_INLINE __m512i qs_pair(const ow_block_q8_0 *b0, const ow_block_q8_0 *b1) {
+    return join256(_mm256_loadu_si256((const __m256i *)b0->qs), _mm256_loadu_si256((const __m256i *)b1->qs));
+}
+
+/* [d0 x8 | d1 x8] as floats */
+OW_INLINE __m512 scale_pair(uint16_t d0, uint16_t d1) {
+    return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)d1), _mm_set1_epi16((short)d0)));
+}
+
+OW_INLINE void q8_0_pair_step(const ow_block_q8_0 *x0, const ow_block_q8_0 *x1, const ow_block_q8_0 *const w0[],
+                              const int second, __m512 acc[], const int R) {
+    const __m512i k80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    const __m512i a = qs_pair(x0, x1);
+    const __m512i seed = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, a));
+    const __m512 dx = scale_pair(x0->d, x1->d);
+    for (int r = 0; r < R; r++) {
+        const ow_block_q8_0 *w1 = second ? w0[r] + 1 : &zero_q8_0;
+        const __m512i p = _mm512_dpbusd_epi32(seed, _mm512_xor_si512(qs_pair(w0[r], w1), k80), a);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(scale_pair(w0[r]->d, w1->d), dx), acc[r]);
+    }
+}
+
+OW_INLINE void tile_q8_0(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
+    const ow_block_q8_0 *x = vx;
+    __m512 acc[OW_ROW_TILE];
+    const ow_block_q8_0 *wb[OW_ROW_TILE];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        for (int r = 0; r < R; r++) wb[r] = (const ow_block_q8_0 *)(w + (size_t)r * stride) + b;
+        q8_0_pair_step(x + b, x + b + 1, wb, 1, acc, R);
+    }
+    if (b < nb) {
+        for (int r = 0; r < R; r++) wb[r] = (const ow_block_q8_0 *)(w + (size_t)r * stride) + b;
+        q8_0_pair_step(x + b, &zero_q8_0, wb, 0, acc, R);
+    }
+    for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* Q4_K / Q5_K x Q8_K: 64 elements (two sub-blocks) per register; vpdpwssd applies the sub-block scales ------- */
+
+OW_INLINE __m128i k4_scales_mins(const uint8_t *packed) {
+    const uint32_t p0 = ow_read_u32(packed), p1 = ow_read_u32(packed + 4), p2 = ow_read_u32(packed + 8);
+    const uint32_t sc_lo = p0 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (p2 & 0x0f0f0f0fu) | (((p0 >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_lo = p1 & 0x3f3f3f3fu;
+    const uint32_t mn_hi = ((p2 >> 4) & 0x0f0f0f0fu) | (((p1 >> 6) & 0x03030303u) << 4);
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* word index vector: words 0..15 pick word i0, words 16..31 pick word i1 */
+OW_INLINE __m512i pick_two_words(int i0, int i1) {
+    return join256(_mm256_set1_epi16((short)i0), _mm256_set1_epi16((short)i1));
+}
+
+OW_INLINE void tile_q45_K(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R,
+                          const int HIGH) {
+    const ow_block_q8_K *x = vx;
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    __m512 acc[OW_ROW_TILE];
+    __m128 acc_min[OW_ROW_TILE];
+    for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); acc_min[r] = _mm_setzero_ps(); }
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
+        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        for (int r = 0; r < R; r++) {
+            const uint8_t *wrow = w + (size_t)r * stride;
+            const ow_block_q4_K *b4 = (const ow_block_q4_K *)wrow + b;
+            const ow_block_q5_K *b5 = (const ow_block_q5_K *)wrow + b;
+            const uint16_t wd = HIGH ? b5->d : b4->d, wdmin = HIGH ? b5->dmin : b4->dmin;
+            const uint8_t *qs = HIGH ? b5->qs : b4->qs;
+
+            const __m256i sm16 = _mm256_cvtepu8_epi16(k4_scales_mins(HIGH ? b5->scales : b4->scales));
+            const __m128i min_dot = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), sub_sums);
+            acc_min[r] = _mm_fmadd_ps(_mm_set1_ps(-half1(wdmin) * x[b].d), _mm_cvtepi32_ps(min_dot), acc_min[r]);
+
+            const __m512i scales = _mm512_castsi256_si512(sm16);   /* only words 0..7 (the scales) are picked */
+            __m512i hbits = _mm512_setzero_si512();
+            if (HIGH) {   /* lanes 0..31 see qh[l], lanes 32..63 see qh[l] >> 1: bit 2c then serves both halves */
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)b5->qh);
+                hbits = join256(qh, _mm256_srli_epi16(qh, 1));
+            }
+            __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+                __m512i q = _mm512_and_si512(join256(q4, _mm256_srli_epi16(q4, 4)), low4);   /* elements 64c.. */
+                if (HIGH) {   /* q <= 15, so adding 16 where the bit is set puts it on top */
+                    const __mmask64 top = _mm512_test_epi8_mask(hbits, _mm512_set1_epi8((char)(1 << (2 * c))));
+                    q = _mm512_mask_add_epi8(q, top, q, bit4);
+                }
+                const __m512i a = _mm512_loadu_si512((const void *)(x[b].qs + 64 * c));
+                const __m512i scale = _mm512_permutexvar_epi16(pick_two_words(2 * c, 2 * c + 1), scales);
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q, a), scale);
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half1(wd) * x[b].d), _mm512_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]) + hsum_ps128(acc_min[r]);
+}
+
+OW_INLINE void tile_q4_K(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
+    tile_q45_K(nb, w, stride, vx, s, R, 0);
+}
+OW_INLINE void tile_q5_K(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
+    tile_q45_K(nb, w, stride, vx, s, R, 1);
+}
+
+/* Q6_K x Q8_K: 64 elements per register; -32 offset folded in from the activation's 16-element sums ------ */
+
+/* word index vector for 64 elements: words 8j..8j+7 (elements 16j..16j+15) pick scale 4m + j */
+OW_INLINE __m512i pick_four_words(int m) {
+    return join256(_mm256_set_m128i(_mm_set1_epi16((short)(4 * m + 1)), _mm_set1_epi16((short)(4 * m))),
+                   _mm256_set_m128i(_mm_set1_epi16((short)(4 * m + 3)), _mm_set1_epi16((short)(4 * m + 2))));
+}
+
+OW_INLINE void tile_q6_K(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
+    const ow_block_q8_K *x = vx;
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    __m512 acc[OW_ROW_TILE];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
+        for (int r = 0; r < R; r++) {
+            const ow_block_q6_K *wb = (const ow_block_q6_K *)(w + (size_t)r * stride) + b;
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+            const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
+            __m512i isum = zext256(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
+            const __m512i scales = _mm512_castsi256_si512(sc16);
+            for (int half = 0; half < 2; half++) {
+                const __m512i ql = _mm512_loadu_si512((const void *)(wb->ql + 64 * half));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * half));
+                const __m512i qh2 = join256(qh, _mm256_srli_epi16(qh, 2));   /* [bits 0-1 | 2-3] and [4-5 | 6-7] */
+                /* elements 0..63 of the half: low nibbles of ql; elements 64..127: high nibbles */
+                const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), bits45));
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh2, bits45));
+                const int8_t *a = x[b].qs + 128 * half;
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lo, _mm512_loadu_si512((const void *)a)),
+                                           _mm512_permutexvar_epi16(pick_four_words(2 * half), scales));
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(hi, _mm512_loadu_si512((const void *)(a + 64))),
+                                           _mm512_permutexvar_epi16(pick_four_words(2 * half + 1), scales));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half1(wb->d) * x[b].d), _mm512_cvtepi32_ps(isum), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* F32 x F32 and F16 x F16: 16 elements per step, masked loads for the tail ------------------------------- */
+
+OW_INLINE void tile_f32(int64_t n, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
+    const float *x = vx;
+    __m512 acc[OW_ROW_TILE];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 a = _mm512_loadu_ps(x + i);
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(w + (size_t)r * stride + 4 * i), a, acc[r]);
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(m, x + i);
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + (size_t)r * stride + 4 * i), a, acc[r]);
+    }
+    for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+OW_INLINE void tile_f16(int64_t n, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
+    const uint16_t *x = vx;
+    __m512 acc[OW_ROW_TILE];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
+        for (int r = 0; r < R; r++) {
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * stride + 2 * i));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), a, acc[r]);
+        }
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+        for (int r = 0; r < R; r++) {
+            const __m256i h = _mm256_maskz_loadu_epi16(m, w + (size_t)r * stride + 2 * i);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), a, acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* --- public entries ------------------------------------------------------------------------------------------ */
+
+#define OW_AVX512_ENTRY(name, tile, per_block)                                                     \
+    OW_TARGET void vec_dot_##name##_avx512(OW_DOT_ARGS) {                                          \
+        const int64_t nb = n_cols / (per_block);                                                   \
+        if (nr == OW_ROW_TILE) { tile(nb, w, w_stride, x, s, OW_ROW_TILE); return; }               \
+        for (int r = 0; r < nr; r++) tile(nb, w + (size_t)r * w_stride, w_stride, x, s + r, 1);    \
+    }
+
+OW_AVX512_ENTRY(q8_0_q8_0, tile_q8_0, OW_QK)
+OW_AVX512_ENTRY(q4_K_q8_K, tile_q4_K, OW_QK_K)
+OW_AVX512_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
+OW_AVX512_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
+OW_AVX512_ENTRY(f32_f32, tile_f32, 1)
+OW_AVX512_ENTRY(f16_f16, tile_f16, 1)
+
+#endif

@@ -1,0 +1,152 @@
+"""Validating Python wrappers of the native quantized matvec kernels (onewell/_native/kernels).
+
+    quantize_act(x, weight_type, isa=None)                     -> uint8 [n_vec, row bytes] (or [row bytes])
+    matmul(weight_raw, weight_type, rows, cols, x, isa=None)   -> float32 [n_vec, rows] (or [rows])
+
+`isa` names a kernel path: "generic", "avx2" (vpmaddubsw), "avx2-vnni" (AVX-VNNI) or "avx512"; None takes the
+path the engine would use (the best of this CPU, capped by ONEWELL_ISA). Weight rows may sit at any byte offset
+(they come straight from the GGUF mapping). Everything is checked here before C sees it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from onewell._native import _core as _native_core
+from onewell.errors import UnsupportedError
+from onewell.gguf.constants import GGMLType, row_nbytes
+from onewell.quant.act_formats import act_row_nbytes
+from onewell.quant.act_formats import act_type_for as _twin_act_type_for
+
+KERNEL_PATHS = ("generic", "avx2", "avx2-vnni", "avx512")
+WEIGHT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
+                          GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})
+
+
+def _core():
+    return _native_core
+
+
+def available_paths() -> tuple[str, ...]:
+    """Kernel paths this CPU can run, from the most portable to the widest."""
+    return tuple(_core().kernel_paths())
+
+
+def default_path() -> str:
+    return _core().kernel_default_path()
+
+
+def resolve_path(isa: str | None) -> str:
+    if isa is None:
+        return default_path()
+    if isa not in KERNEL_PATHS:
+        raise ValueError(f"unknown kernel path {isa!r} (one of {', '.join(KERNEL_PATHS)})")
+    if isa not in available_paths():
+        raise UnsupportedError(f"kernel path {isa!r} needs CPU features this machine lacks "
+                               f"(available: {', '.join(available_paths())})")
+    return isa
+
+
+def _weight_type(wt) -> GGMLType:
+    try:
+        wt = GGMLType(wt)
+    except ValueError:
+        raise UnsupportedError(f"unknown tensor type {wt!r}") from None
+    if wt not in WEIGHT_TYPES:
+        raise UnsupportedError(f"no matmul kernel for {wt.name} weights "
+                               f"(supported: {', '.join(sorted(t.name for t in WEIGHT_TYPES))})")
+    return wt
+
+
+def act_type_for(weight_type) -> GGMLType:
+    """The activation format weights of `weight_type` pair with (the native and numpy tables agree)."""
+    wt = _weight_type(weight_type)
+    native = GGMLType(_core().act_type_for(int(wt)))
+    if native != _twin_act_type_for(wt):   # one table per side; a mismatch is a build/code bug
+        raise RuntimeError(f"native pairs {wt.name} with {native.name}, numpy with {_twin_act_type_for(wt).name}")
+    return native
+
+
+def _check_activations(x, cols: int | None) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"activations must be a numpy array, got {type(x).__name__}")
+    if x.dtype != np.float32:
+        raise ValueError(f"activations must be float32, got {x.dtype}")
+    if x.ndim not in (1, 2):
+        raise ValueError(f"activations must be [cols] or [n_vec, cols], got shape {x.shape}")
+    if not x.flags.c_contiguous:
+        raise ValueError("activations must be C-contiguous")
+    if x.size == 0:
+        raise ValueError(f"empty activations of shape {x.shape}")
+    if cols is not None and x.shape[-1] != cols:
+        raise ValueError(f"activations have {x.shape[-1]} columns, the weight has {cols}")
+    if not np.isfinite(x).all():
+        raise ValueError("activations contain NaN or inf")
+    return x
+
+
+def quantize_act(x: np.ndarray, weight_type, isa: str | None = None) -> np.ndarray:
+    """Quantize float32 activations [n_vec, n] (or [n]) to the format `weight_type` pairs with.
+
+    Returns uint8 [n_vec, row bytes] (or [row bytes]); the same bytes on every path and as
+    onewell.quant.act_formats.quantize_act.
+    """
+    at = act_type_for(weight_type)
+    path = resolve_path(isa)
+    x = _check_activations(x, None)
+    n_vec, n_cols = (1, x.shape[0]) if x.ndim == 1 else x.shape
+    row_bytes = act_row_nbytes(at, n_cols)
+    out = np.empty((n_vec, row_bytes), dtype=np.uint8)
+    _core().quantize_act(int(at), x, n_cols, n_vec, out, path)
+    return out[0] if x.ndim == 1 else out
+
+
+def _check_weight(weight_raw, wt: GGMLType, rows: int, cols: int) -> np.ndarray:
+    if not isinstance(weight_raw, np.ndarray):
+        raise TypeError(f"weight_raw must be a numpy uint8 array, got {type(weight_raw).__name__}")
+    if weight_raw.dtype != np.uint8:
+        raise ValueError(f"weight_raw must be uint8 bytes, got {weight_raw.dtype}")
+    if not weight_raw.flags.c_contiguous:
+        raise ValueError("weight_raw must be C-contiguous")
+    if isinstance(rows, bool) or isinstance(cols, bool) or int(rows) != rows or int(cols) != cols:
+        raise ValueError(f"rows and cols must be integers, got {rows!r}, {cols!r}")
+    if rows <= 0 or cols <= 0:
+        raise ValueError(f"need rows > 0 and cols > 0, got {rows} x {cols}")
+    row_bytes = row_nbytes(wt, cols)   # raises if cols is not a whole number of blocks
+    if weight_raw.size != rows * row_bytes:
+        raise ValueError(f"{wt.name} weight of {rows} x {cols} takes {rows * row_bytes} bytes, got {weight_raw.size}")
+    return weight_raw.reshape(-1)
+
+
+def matmul(weight_raw: np.ndarray, weight_type, rows: int, cols: int, x: np.ndarray,
+           isa: str | None = None) -> np.ndarray:
+    """y = W @ x for W (rows x cols, raw bytes of `weight_type`) and float32 x [n_vec, cols] (or [cols]).
+
+    x is quantized to the paired activation format first, exactly as the engine does. Returns float32
+    [n_vec, rows] (or [rows]).
+    """
+    wt = _weight_type(weight_type)
+    rows, cols = int(rows), int(cols)
+    w = _check_weight(weight_raw, wt, rows, cols)
+    x = _check_activations(x, cols)
+    path = resolve_path(isa)
+    xq = quantize_act(x.reshape(-1, cols), wt, path)
+    n_vec = xq.shape[0]
+    y = np.empty((n_vec, rows), dtype=np.float32)
+    _core().matmul(int(wt), w, row_nbytes(wt, cols), cols, xq, xq.shape[1], n_vec, y, rows, 0, rows, path)
+    return y[0] if x.ndim == 1 else y
+
+
+def matmul_bench(weight_raw: np.ndarray, weight_type, rows: int, cols: int, x: np.ndarray, n_iter: int,
+                 isa: str | None = None) -> float:
+    """Seconds for `n_iter` back-to-back single-thread matmuls (activation quantization excluded)."""
+    wt = _weight_type(weight_type)
+    rows, cols = int(rows), int(cols)
+    w = _check_weight(weight_raw, wt, rows, cols)
+    x = _check_activations(x, cols)
+    if int(n_iter) < 1:
+        raise ValueError(f"n_iter must be >= 1, got {n_iter}")
+    path = resolve_path(isa)
+    xq = quantize_act(x.reshape(-1, cols), wt, path)
+    y = np.empty((xq.shape[0], rows), dtype=np.float32)
+    return _core().matmul_bench(int(wt), w, row_nbytes(wt, cols), cols, xq, xq.shape[1], xq.shape[0], y, rows,
+                                0, rows, path, int(n_iter))

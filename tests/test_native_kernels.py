@@ -1,0 +1,336 @@
+"""Native quantized matvec kernels vs their numpy twins, on every kernel path this CPU can run.
+
+Tolerances (stated relative to the magnitude M = |W| @ |x_hat|, the sum of absolute products):
+- activation quantization: bit-exact on every path and vs onewell.quant.act_formats.
+- native vs the exact twin dequantize(W) @ dequantize(quantize_act(x)) in float64: |err| <= 1e-5 * M. Integer block
+  dots are exact; what remains is float32 scaling/summation order (measured ~1e-8 * M).
+- native vs the float product dequantize(W) @ x: a rigorous bound on activation quantization error. An 8-bit
+  activation element is off by at most half a step plus the fp16 rounding of its block scale,
+  <= (0.5/127 + 2^-11) * block amax < amax / 200; F16 activations by 2^-11 relative; Q8_1's s = fp16(d * sum q)
+  adds 2^-11 * |m| * |sum of the block|.
+- generic vs SIMD paths: |diff| <= 2e-5 * M.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onewell._native import _core
+from onewell.errors import UnsupportedError
+from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType, row_nbytes
+from onewell.quant import dequantize
+from onewell.quant.act_formats import act_type_for as twin_act_type_for
+from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
+from onewell.runtime import native_kernels as nk
+
+T = GGMLType
+PATHS = nk.available_paths()
+WEIGHT_TYPES = [T.Q8_0, T.Q4_K, T.Q5_0, T.Q6_K, T.Q4_1, T.Q4_0, T.Q5_1, T.Q5_K, T.F16, T.F32]
+ACT_TYPES = [T.Q8_0, T.Q8_1, T.Q8_K, T.F16, T.F32]
+WEIGHT_FOR_ACT = {T.Q8_0: T.Q8_0, T.Q8_1: T.Q4_1, T.Q8_K: T.Q4_K, T.F16: T.F16, T.F32: T.F32}
+
+# byte offsets of the fp16 scales (d, and m / dmin) inside one block: random bytes there could be inf/nan
+SCALE_OFFSETS = {T.Q4_0: (0,), T.Q5_0: (0,), T.Q8_0: (0,), T.Q4_1: (0, 2), T.Q5_1: (0, 2),
+                 T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}
+EXACT_RTOL = 1e-5
+PATH_RTOL = 2e-5
+
+
+def random_weight(rng: np.random.Generator, wt: GGMLType, rows: int, cols: int) -> np.ndarray:
+    """Raw bytes of a rows x cols tensor: every quant bit pattern (incl. Q8_0's -128), modest signed scales."""
+    if wt == T.F32:
+        return rng.standard_normal(rows * cols).astype("<f4").view(np.uint8)
+    if wt == T.F16:
+        return rng.standard_normal(rows * cols).astype("<f2").view(np.uint8)
+    raw = rng.integers(0, 256, rows * row_nbytes(wt, cols), dtype=np.uint8)
+    blocks = raw.reshape(-1, BLOCK_LAYOUTS[wt].type_size)
+    for off in SCALE_OFFSETS[wt]:
+        scale = rng.uniform(1e-3, 1e-2, len(blocks)) * rng.choice([-1.0, 1.0], len(blocks))
+        blocks[:, off:off + 2] = scale.astype("<f2").view(np.uint8).reshape(-1, 2)
+    return raw
+
+
+def block_minimums(raw: np.ndarray, wt: GGMLType, rows: int, cols: int) -> np.ndarray:
+    """The m field of each Q4_1/Q5_1 block, float64 (rows, blocks)."""
+    blocks = raw.reshape(rows * cols // 32, BLOCK_LAYOUTS[wt].type_size)
+    return np.ascontiguousarray(blocks[:, 2:4]).view("<f2").astype(np.float64).reshape(rows, -1)
+
+
+def twin_product(raw, wt, rows, cols, x):
+    """(exact value the kernels compute, float64 [n_vec, rows]; magnitude M; dequantized W; x_hat)."""
+    at = twin_act_type_for(wt)
+    xq = twin_quantize_act(at, x)
+    x_hat = dequantize_act(at, xq, cols).astype(np.float64).reshape(-1, cols)
+    w = dequantize(wt, raw, (rows, cols)).astype(np.float64)
+    exact = x_hat @ w.T
+    magnitude = np.abs(x_hat) @ np.abs(w).T
+    if at == T.Q8_1:
+        # the kernels use m * s with s = fp16(d * sum q) instead of m * sum(x_hat) over the block
+        s = np.ascontiguousarray(xq.reshape(-1, 36)[:, 2:4]).view("<f2").astype(np.float64).reshape(len(x_hat), -1)
+        block_sums = x_hat.reshape(len(x_hat), -1, 32).sum(axis=2)
+        m = block_minimums(raw, wt, rows, cols)
+        exact += (s - block_sums) @ m.T
+        magnitude += np.abs(s) @ np.abs(m).T
+    return exact, magnitude, w, x_hat
+
+
+def activation_error_bound(wt, raw, rows, cols, x, w):
+    """Rigorous bound of |dequantize(W) @ x_hat - dequantize(W) @ x| (see the module docstring)."""
+    at = twin_act_type_for(wt)
+    x = x.reshape(-1, cols).astype(np.float64)
+    if at == T.F32:
+        return np.zeros((len(x), rows))
+    if at == T.F16:
+        return 2.0 ** -11 * (np.abs(x) @ np.abs(w).T)
+    block = BLOCK_LAYOUTS[at].block_size
+    amax = np.repeat(np.abs(x).reshape(len(x), -1, block).max(axis=2), block, axis=1)
+    bound = (amax / 200) @ np.abs(w).T
+    if at == T.Q8_1:
+        m = block_minimums(raw, wt, rows, cols)
+        bound += 2.0 ** -10 * np.abs(x).reshape(len(x), -1, 32).sum(axis=2) @ np.abs(m).T
+    return bound
+
+
+def check_within(actual, expected, tolerance, what):
+    err = np.abs(np.asarray(actual, dtype=np.float64) - expected)
+    bad = err > tolerance
+    assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} outside tolerance, worst excess " \
+                          f"{(err - tolerance).max():.3g} (err {err[bad].max():.3g})"
+
+
+# --- activation quantization -------------------------------------------------------------------------------------
+
+def edge_activations(n_cols: int) -> np.ndarray:
+    """Rows that stress rounding and scaling: ties, zero blocks, +/- max ties, tiny and huge magnitudes."""
+    rng = np.random.default_rng(7)
+    rows = [rng.standard_normal(n_cols)]
+    ties = np.tile(np.arange(-16, 16, dtype=np.float64) + 0.5, n_cols // 32)
+    ties[::32] = 127.0   # amax 127 -> multiplier exactly 1, so every x.5 is a rounding tie
+    rows.append(ties)
+    zero_blocks = rng.standard_normal(n_cols)
+    zero_blocks[: min(n_cols, 256)] = 0.0
+    rows.append(zero_blocks)
+    signed_ties = rng.uniform(-1, 1, n_cols)
+    signed_ties[3], signed_ties[5] = 2.0, -2.0   # equal magnitudes: the first sets the sign (Q8_K)
+    rows.append(signed_ties)
+    rows.append(rng.standard_normal(n_cols) * 1e-30)   # fp16 scales underflow to subnormals / zero
+    rows.append(rng.standard_normal(n_cols) * 3e6)     # large scales (F16 activations overflow to inf)
+    return np.array(rows, dtype=np.float32)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("at", ACT_TYPES, ids=lambda t: t.name)
+def test_activation_quantization_matches_twin(at, path):
+    for n_cols in (256, 512, 768):
+        x = edge_activations(n_cols)
+        native = nk.quantize_act(x, WEIGHT_FOR_ACT[at], path)
+        twin = twin_quantize_act(at, x)
+        assert native.shape == twin.shape
+        np.testing.assert_array_equal(native, twin, err_msg=f"{at.name} on {path}, {n_cols} columns")
+
+
+def test_q8_0_activation_known_answer():
+    x = np.zeros(32, np.float32)
+    x[0], x[1], x[2], x[3], x[4] = 127.0, 2.5, 3.5, -2.5, -0.5   # ties round to even (ggml's x86 path)
+    block = nk.quantize_act(x, T.Q8_0)
+    assert block[:2].view("<f2")[0] == np.float16(1.0)
+    assert list(block[2:8].view(np.int8)) == [127, 2, 4, -2, 0, 0]
+
+
+def test_q8_k_activation_known_answer():
+    x = np.zeros(256, np.float32)
+    x[0], x[1], x[17] = -2.0, 1.0, 2.0   # first of the largest magnitude is -2: it maps to -127, iscale = 63.5
+    block = nk.quantize_act(x, T.Q4_K)
+    d = block[:4].view("<f4")[0]
+    qs = block[4:260].view(np.int8)
+    bsums = block[260:292].view("<i2")
+    assert d == np.float32(1) / np.float32(63.5)
+    assert (qs[0], qs[1], qs[17]) == (-127, 64, 127)   # 63.5 rounds to even
+    assert list(bsums[:2]) == [-127 + 64, 127] and not bsums[2:].any()
+
+
+def test_q8_1_sum_field():
+    x = np.linspace(-1, 3, 64, dtype=np.float32)
+    blocks = nk.quantize_act(x, T.Q4_1).reshape(2, 36)
+    for xb, blk in zip(x.reshape(2, 32), blocks):
+        d = np.abs(xb).max() / np.float32(127)   # float32 d, before its fp16 rounding
+        q = blk[4:].view(np.int8)
+        assert blk[:2].view("<f2")[0] == np.float16(d)
+        assert blk[2:4].view("<f2")[0] == np.float16(d * np.float32(q.sum(dtype=np.int32)))
+
+
+# --- matmul vs twins ---------------------------------------------------------------------------------------------
+
+def shapes_for(wt):
+    block = BLOCK_LAYOUTS[wt].block_size
+    if block == 1:
+        return [(1, 16, 1), (5, 37, 3), (9, 100, 2), (4, 512, 5), (3, 7, 4)]   # F16/F32: tails, any width
+    one = max(block, 32)
+    return [(1, one, 1), (3, one, 2), (4, one * 3, 5), (5, one * 8, 3), (9, one * 2, 4), (13, one * 5, 1)]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("wt", WEIGHT_TYPES, ids=lambda t: t.name)
+def test_matmul_matches_twins(wt, path):
+    rng = np.random.default_rng(int(wt) * 10 + PATHS.index(path))
+    for rows, cols, n_vec in shapes_for(wt):
+        raw = random_weight(rng, wt, rows, cols)
+        x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+        y = nk.matmul(raw, wt, rows, cols, x, path)
+        assert y.shape == (n_vec, rows) and y.dtype == np.float32
+        exact, magnitude, w, _ = twin_product(raw, wt, rows, cols, x)
+        what = f"{wt.name} {rows}x{cols} n_vec={n_vec} on {path}"
+        check_within(y, exact, EXACT_RTOL * magnitude + 1e-30, what + " vs exact twin")
+        float_product = x.astype(np.float64) @ w.T
+        bound = activation_error_bound(wt, raw, rows, cols, x, w) + EXACT_RTOL * magnitude
+        check_within(y, float_product, bound, what + " vs float product")
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if p != "generic"])
+@pytest.mark.parametrize("wt", WEIGHT_TYPES, ids=lambda t: t.name)
+def test_simd_paths_agree_with_generic(wt, path):
+    rng = np.random.default_rng(99 + int(wt))
+    rows, cols = 11, 4 * max(BLOCK_LAYOUTS[wt].block_size, 32) + (3 if wt in (T.F16, T.F32) else 0)
+    raw = random_weight(rng, wt, rows, cols)
+    x = rng.standard_normal((2, cols)).astype(np.float32)
+    generic = nk.matmul(raw, wt, rows, cols, x, "generic")
+    simd = nk.matmul(raw, wt, rows, cols, x, path)
+    _, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
+    check_within(simd, generic.astype(np.float64), PATH_RTOL * magnitude, f"{wt.name} {path} vs generic")
+
+
+@pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_K, T.Q6_K, T.F32], ids=lambda t: t.name)
+def test_unaligned_weights_and_single_vector(wt):
+    rng = np.random.default_rng(5)
+    rows, cols = 6, 512
+    raw = random_weight(rng, wt, rows, cols)
+    storage = np.zeros(raw.size + 3, np.uint8)
+    storage[3:] = raw
+    shifted = storage[3:]   # odd address, as a tensor inside a GGUF mapping may be
+    assert shifted.ctypes.data % 2 == 1
+    x = rng.standard_normal(cols).astype(np.float32)
+    for path in PATHS:
+        y = nk.matmul(shifted, wt, rows, cols, x, path)
+        assert y.shape == (rows,)
+        np.testing.assert_array_equal(y, nk.matmul(raw, wt, rows, cols, x[None], path)[0])
+
+
+def test_row_range_and_strides_in_c_api():
+    """_core.matmul writes exactly rows [r0, r1) of each output row, at y_stride apart."""
+    rng = np.random.default_rng(11)
+    wt, rows, cols, n_vec = T.Q4_K, 10, 512, 3
+    raw = random_weight(rng, wt, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    xq = nk.quantize_act(x, wt)
+    for path in PATHS:
+        full = nk.matmul(raw, wt, rows, cols, x, path)
+        y = np.full((n_vec, 16), -7.0, np.float32)
+        _core.matmul(int(wt), raw, row_nbytes(wt, cols), cols, xq, xq.shape[1], n_vec, y, 16, 3, 9, path)
+        np.testing.assert_array_equal(y[:, 3:9], full[:, 3:9])
+        assert (y[:, :3] == -7).all() and (y[:, 9:] == -7).all()
+
+
+# --- validation ----------------------------------------------------------------------------------------------------
+
+def test_wrappers_reject_bad_input():
+    rng = np.random.default_rng(3)
+    raw = random_weight(rng, T.Q8_0, 4, 64)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    with pytest.raises(ValueError, match="float32"):
+        nk.matmul(raw, T.Q8_0, 4, 64, x.astype(np.float64))
+    with pytest.raises(ValueError, match="contiguous"):
+        nk.matmul(raw, T.Q8_0, 4, 64, np.ones((2, 128), np.float32)[:, ::2])
+    with pytest.raises(ValueError, match="bytes"):
+        nk.matmul(raw[:-1], T.Q8_0, 4, 64, x)
+    with pytest.raises(ValueError, match="multiple"):
+        nk.matmul(raw, T.Q8_0, 8, 32 + 16, x)
+    with pytest.raises(ValueError, match="columns"):
+        nk.matmul(raw, T.Q8_0, 4, 64, np.ascontiguousarray(x[:, :32]))
+    with pytest.raises(ValueError, match="NaN"):
+        nk.matmul(raw, T.Q8_0, 4, 64, np.full((1, 64), np.nan, np.float32))
+    with pytest.raises(ValueError, match="uint8"):
+        nk.matmul(raw.view(np.int8), T.Q8_0, 4, 64, x)
+    with pytest.raises(UnsupportedError, match="Q2_K"):
+        nk.matmul(np.zeros(84, np.uint8), T.Q2_K, 1, 256, np.ones(256, np.float32))
+    with pytest.raises(ValueError, match="unknown kernel path"):
+        nk.matmul(raw, T.Q8_0, 4, 64, x, isa="neon")
+
+
+def test_c_entry_rejects_out_of_bounds_calls():
+    raw = np.zeros(4 * 34, np.uint8)
+    xq = nk.quantize_act(np.ones(32, np.float32), T.Q8_0)
+    y = np.zeros(4, np.float32)
+    with pytest.raises(ValueError):   # r1 beyond the weight buffer
+        _core.matmul(int(T.Q8_0), raw, 34, 32, xq, 34, 1, y, 4, 0, 5, "generic")
+    with pytest.raises(ValueError):   # output too small
+        _core.matmul(int(T.Q8_0), raw, 34, 32, xq, 34, 1, y[:2], 4, 0, 4, "generic")
+    with pytest.raises(ValueError):   # activation buffer shorter than n_vec vectors
+        _core.matmul(int(T.Q8_0), raw, 34, 32, xq, 34, 2, np.zeros(8, np.float32), 4, 0, 4, "generic")
+    with pytest.raises(ValueError):   # row_bytes inconsistent with n_cols
+        _core.matmul(int(T.Q8_0), raw, 33, 32, xq, 34, 1, y, 4, 0, 4, "generic")
+    with pytest.raises(ValueError):
+        _core.quantize_act(int(T.Q4_K), np.ones(32, np.float32), 32, 1, np.zeros(64, np.uint8), "generic")
+
+
+def test_default_path_follows_onewell_isa(monkeypatch):
+    best_avx2 = "avx2-vnni" if "avx2-vnni" in PATHS else "avx2"
+    monkeypatch.setenv("ONEWELL_ISA", "generic")
+    assert nk.default_path() == "generic"
+    monkeypatch.setenv("ONEWELL_ISA", "avx2")
+    assert nk.default_path() == (best_avx2 if "avx2" in PATHS else "generic")
+    monkeypatch.delenv("ONEWELL_ISA")
+    widest = "avx512" if "avx512" in PATHS else best_avx2 if "avx2" in PATHS else "generic"
+    assert nk.default_path() == widest
+
+
+def test_bench_helper_times_runs():
+    rng = np.random.default_rng(2)
+    raw = random_weight(rng, T.Q8_0, 8, 256)
+    seconds = nk.matmul_bench(raw, T.Q8_0, 8, 256, rng.standard_normal(256).astype(np.float32), n_iter=3)
+    assert 0.0 < seconds < 5.0
+
+
+# --- real tensors --------------------------------------------------------------------------------------------------
+
+def sample_rows(path, max_tensors_per_type=2):
+    """A few first and last rows of real 2-D tensors of each type in a GGUF file."""
+    from onewell.gguf.reader import GGUFReader
+
+    samples = []
+    with GGUFReader(path) as reader:
+        seen: dict[GGMLType, int] = {}
+        for name, info in reader.tensors.items():
+            if len(info.shape) != 2 or info.ggml_type not in nk.WEIGHT_TYPES:
+                continue
+            if seen.get(info.ggml_type, 0) >= max_tensors_per_type:
+                continue
+            seen[info.ggml_type] = seen.get(info.ggml_type, 0) + 1
+            rows, cols = info.shape
+            data = reader.tensor_data(name).reshape(rows, -1)
+            picked = np.concatenate([data[:5], data[-3:]])   # a copy: the reader closes below
+            samples.append((name, info.ggml_type, cols, picked.reshape(-1)))
+    return samples
+
+
+def check_real_samples(samples, expected_types):
+    assert {wt for _, wt, _, _ in samples} >= expected_types
+    rng = np.random.default_rng(0)
+    for name, wt, cols, raw in samples:
+        rows = raw.size // row_nbytes(wt, cols)
+        x = rng.standard_normal((2, cols)).astype(np.float32)
+        exact, magnitude, w, _ = twin_product(raw, wt, rows, cols, x)
+        bound = activation_error_bound(wt, raw, rows, cols, x, w) + EXACT_RTOL * magnitude
+        for path in PATHS:
+            y = nk.matmul(raw, wt, rows, cols, x, path)
+            check_within(y, exact, EXACT_RTOL * magnitude, f"{name} ({wt.name}) on {path} vs exact twin")
+            check_within(y, x.astype(np.float64) @ w.T, bound, f"{name} ({wt.name}) on {path} vs float product")
+
+
+@pytest.mark.model
+def test_real_qwen_tensors(qwen_q4km_path):
+    check_real_samples(sample_rows(qwen_q4km_path), {T.Q8_0, T.Q5_0, T.Q4_K, T.Q6_K})
+
+
+@pytest.mark.model
+def test_real_smollm_tensors(smollm_path):
+    check_real_samples(sample_rows(smollm_path), {T.Q8_0, T.Q4_1})
