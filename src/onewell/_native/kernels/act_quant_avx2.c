@@ -2,7 +2,7 @@
  * activation touches n_cols floats once; the matmul after it touches n_cols * rows weights). */
 #include "vec_dot.h"
 
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
 #include <immintrin.h>
 
 #define OW_AVX2 __attribute__((target("avx2,fma,f16c")))

@@ -69,7 +69,7 @@ static int cpu_has_avx512(void) {
 }
 
 int ow_kpath_available(ow_kpath p) {
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
     switch (p) {
     case OW_KPATH_GENERIC: return 1;
     case OW_KPATH_AVX2: return cpu_has_avx2();
@@ -100,7 +100,7 @@ const char *ow_kpath_name(ow_kpath p) {
 
 /* --- dispatch --------------------------------------------------------------------------------------------- */
 
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
 #define OW_SIMD_DOT(name)                                                 \
     case OW_KPATH_AVX2: return vec_dot_##name##_avx2;                     \
     case OW_KPATH_AVX2_VNNI: return vec_dot_##name##_avx2_vnni;
@@ -132,7 +132,7 @@ static ow_vec_dot_fn dot_kernel(ow_wtype wt, ow_kpath path) {
 }
 
 static ow_act_quant_fn act_quantizer(ow_atype at, ow_kpath path) {
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
     if (path != OW_KPATH_GENERIC) {
         switch (at) {
         case OW_TYPE_F16: return act_quant_f16_avx2;

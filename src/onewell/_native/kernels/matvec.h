@@ -15,6 +15,13 @@
 
 #include "../cpu_features.h"
 
+/* x86-64 builds carry the SIMD paths; -DOW_GENERIC_ONLY compiles what other CPUs get (to test that build here) */
+#if defined(__x86_64__) && !defined(OW_GENERIC_ONLY)
+#define OW_X86_KERNELS 1
+#else
+#define OW_X86_KERNELS 0
+#endif
+
 /* Values equal ggml's type ids (onewell.gguf.constants.GGMLType). */
 typedef enum {
     OW_TYPE_F32 = 0,

@@ -31,7 +31,7 @@ void act_quant_q8_0_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_1_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_K_generic(const float *x, void *xq, int64_t n);
 
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
 #define OW_DECLARE_AVX2(name) OW_DECLARE_DOT(name, avx2)
 #define OW_DECLARE_AVX2_VNNI(name) OW_DECLARE_DOT(name, avx2_vnni)
 #define OW_DECLARE_AVX512_256(name) OW_DECLARE_DOT(name, avx512_256)

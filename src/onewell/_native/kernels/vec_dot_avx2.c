@@ -4,7 +4,7 @@
  * matvec.c only calls these after checking the CPU. */
 #include "vec_dot.h"
 
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
 #include <immintrin.h>
 
 #define OW_SUFFIX avx2

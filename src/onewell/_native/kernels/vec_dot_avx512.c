@@ -6,7 +6,7 @@
  * (suffix _avx512_256): their 16-byte blocks would need cross-lane shuffles to fill a 512-bit register. */
 #include "vec_dot.h"
 
-#if defined(__x86_64__)
+#if OW_X86_KERNELS
 #include <immintrin.h>
 
 #define OW_SUFFIX avx512_256
