@@ -28,7 +28,12 @@ def load(
     threads: int | None = None,
     n_ctx: int = 4096,
 ) -> Model:
-    """Open a model by registry name (pulled and cached on first use) or .gguf path."""
+    """Open a model by registry name (pulled and cached on first use) or .gguf path.
+
+    backend: "native" (the C executor; until it lands this falls back to "reference" with a warning) or
+    "reference" (numpy, float32: slow, ~4 bytes of memory per parameter). threads: worker threads of the
+    native backend (None = all cores); the reference backend leaves threading to numpy's BLAS.
+    n_ctx: tokens of context (prompt + generated) the KV cache holds."""
     from onewell.hub import ensure_model
 
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:

@@ -5,6 +5,7 @@ above (generate, api, serve) sees only this protocol.
 """
 from __future__ import annotations
 
+import importlib
 import warnings
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -39,7 +40,7 @@ def create_backend(kind: str, spec: ModelSpec, n_ctx: int, threads: int | None =
     if kind == "native":
         # ---- NATIVE FALLBACK: the only place that decides. Remove once onewell.runtime.native lands. ----
         try:
-            from onewell.runtime import native  # type: ignore[attr-defined]
+            native = importlib.import_module("onewell.runtime.native")
         except ModuleNotFoundError as e:
             if e.name != "onewell.runtime.native":
                 raise  # the module exists but is broken: say so, do not hide it behind a slow fallback

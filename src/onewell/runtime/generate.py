@@ -6,6 +6,7 @@ points for them.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -26,6 +27,13 @@ class GenerationStats:
     prompt_seconds: float = 0.0  # prefill
     gen_seconds: float = 0.0     # decode steps and sampling, not the time the caller spends between chunks
     stop_reason: str | None = None  # "eog", "stop" (a stop string), "length" (max_tokens); None if abandoned
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def get(self, key: str, default=None):
+        """Mapping-style read, for report code written against a dict of stats."""
+        return getattr(self, key, default)
 
     @property
     def prompt_tokens_per_second(self) -> float:
