@@ -10,8 +10,9 @@ Bugs measured against the same data land well above the bounds:
   wrong RoPE pairing:            SmolLM2 mean 2.2 / max 13.4    Qwen Q4_K_M mean 2.0 / max 15.0
   RoPE base halved:              SmolLM2 mean 0.20 / max 1.9    Qwen Q4_K_M mean 0.13 / max 2.7
   RMSNorm epsilon x100:          SmolLM2 mean 0.14 / max 1.2    Qwen Q4_K_M mean 0.20 / max 1.4
-Measured (this reference, float32): SmolLM2 Q4_1 mean 0.105 / max 0.95; Qwen Q4_K_M mean 0.051 / max 0.34.
-The bounds sit ~25% above the measurement (the reference is deterministic up to BLAS summation order).
+Measured (this reference, float32): SmolLM2 Q4_1 mean 0.105 / max 0.95; Qwen Q4_K_M mean 0.051 / max 0.34;
+Qwen Q8_0 mean 0.039 / max 0.22 (finer weights, less noise on both sides). The bounds sit ~25-30% above the
+measurement: the reference is deterministic up to BLAS summation order, so the slack is for platforms only.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class Bound:
 CASES = {
     "qwen2.5-coder-0.5b-q4_k_m": ("qwen_q4km_path", "greedy_qwen2.5-coder-0.5b-q4_k_m.jsonl", Bound(0.065, 0.45)),
     "smollm2-135m-q4_1": ("smollm_path", "greedy_smollm2-135m-q4_1.jsonl", Bound(0.13, 1.2)),
-    "qwen2.5-coder-0.5b-q8_0": ("qwen_q8_0_path", "greedy_qwen2.5-coder-0.5b-q8_0.jsonl", Bound(0.065, 0.45)),
+    "qwen2.5-coder-0.5b-q8_0": ("qwen_q8_0_path", "greedy_qwen2.5-coder-0.5b-q8_0.jsonl", Bound(0.05, 0.3)),
 }
 CLEAR_MARGIN = 0.5  # nats between llama.cpp's top-1 and top-2: beyond the activation noise, argmax must agree
 
