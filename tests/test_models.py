@@ -131,6 +131,9 @@ def test_missing_architecture_key_is_a_gguf_error():
     (dict(extra_meta={"llama.block_count": 0}), GGUFError, "block_count"),
     (dict(extra_meta={"llama.attention.layer_norm_rms_epsilon": float("nan")}), GGUFError, "epsilon"),
     (dict(extra_meta={"llama.vocab_size": 65}), GGUFError, "vocab_size"),
+    (dict(extra_meta={"llama.rope.dimension_count": "64"}), GGUFError, "dimension_count.*integer"),
+    (dict(extra_meta={"llama.rope.scaling.factor": "x"}), GGUFError, "scaling.factor.*number"),
+    (dict(extra_meta={"llama.rope.scaling.type": 3}), GGUFError, "scaling.type.*string"),
     (dict(extra_meta={"tokenizer.ggml.tokens": ["t"] * 65}), GGUFError, "65 tokens"),
 ])
 def test_inconsistent_or_unsupported_files_are_refused_by_name(kw, error, fragment):

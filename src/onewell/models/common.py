@@ -11,6 +11,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from onewell.errors import GGUFError, UnsupportedError
 from onewell.models.base import Weight
 
@@ -30,87 +32,105 @@ class Hyperparameters:
     rms_eps: float
 
 
-def read_hyperparameters(reader: Any, arch: str) -> Hyperparameters:
-    """Read `{arch}.*` keys, check they describe a model we can run, refuse features we do not implement."""
-    meta = reader.metadata
-    where = f"{reader.path}" if hasattr(reader, "path") else "GGUF file"
+class _Metadata:
+    """Typed reads of `{arch}.*` keys: a missing or mistyped value is a GGUFError naming the key."""
 
-    def integer(key: str, default: int | None = None) -> int:
-        full = f"{arch}.{key}"
-        value = meta.get(full, default)
+    def __init__(self, reader: Any, arch: str):
+        self.meta, self.arch = reader.metadata, arch
+        self.where = f"{reader.path}" if hasattr(reader, "path") else "GGUF file"
+
+    def has(self, key: str) -> bool:
+        return f"{self.arch}.{key}" in self.meta
+
+    def _value(self, key: str, default: Any) -> Any:
+        value = self.meta.get(f"{self.arch}.{key}", default)
         if value is None:
-            raise GGUFError(f"{where}: metadata key {full!r} is missing")
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' is missing")
+        return value
+
+    def integer(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+        value = self._value(key, default)
         try:
             if isinstance(value, bool):
                 raise TypeError
             value = operator.index(value)  # int and numpy integers; not floats, strings or arrays
         except TypeError:
-            raise GGUFError(f"{where}: metadata key {full!r} must be an integer, got {value!r}") from None
-        if value <= 0:
-            raise GGUFError(f"{where}: metadata key {full!r} must be positive, got {value}")
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be an integer, "
+                            f"got {value!r}") from None
+        if value < minimum:
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be >= {minimum}, got {value}")
         return value
 
-    def real(key: str, default: float | None = None) -> float:
-        full = f"{arch}.{key}"
-        value = meta.get(full, default)
-        if value is None:
-            raise GGUFError(f"{where}: metadata key {full!r} is missing")
-        if isinstance(value, (bool, str, bytes)):
-            raise GGUFError(f"{where}: metadata key {full!r} must be a number, got {value!r}")
+    def real(self, key: str, default: float | None = None) -> float:
+        value = self._value(key, default)
+        if isinstance(value, (bool, str, bytes)) or not isinstance(value, (int, float, np.number)):
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be a number, got {value!r}")
         value = float(value)
         if not math.isfinite(value) or value <= 0:
-            raise GGUFError(f"{where}: metadata key {full!r} must be a positive finite number, got {value}")
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be a positive finite "
+                            f"number, got {value}")
         return value
 
-    n_embd = integer("embedding_length")
-    n_head = integer("attention.head_count")
-    n_head_kv = integer("attention.head_count_kv", n_head)  # absent means plain multi-head attention
+    def text(self, key: str, default: str) -> str:
+        value = self._value(key, default)
+        if not isinstance(value, str):
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be a string, got {value!r}")
+        return value
+
+
+def read_hyperparameters(reader: Any, arch: str) -> Hyperparameters:
+    """Read `{arch}.*` keys, check they describe a model we can run, refuse features we do not implement."""
+    md = _Metadata(reader, arch)
+    where = md.where
+    n_embd = md.integer("embedding_length")
+    n_head = md.integer("attention.head_count")
+    n_head_kv = md.integer("attention.head_count_kv", n_head)  # absent means plain multi-head attention
     if n_head % n_head_kv:
         raise GGUFError(f"{where}: {arch}.attention.head_count ({n_head}) is not a multiple of "
                         f"head_count_kv ({n_head_kv})")
-    if f"{arch}.attention.key_length" not in meta and n_embd % n_head:
+    if not md.has("attention.key_length") and n_embd % n_head:
         raise GGUFError(f"{where}: {arch}.embedding_length ({n_embd}) is not a multiple of "
                         f"attention.head_count ({n_head})")
-    head_dim = integer("attention.key_length", n_embd // n_head)
+    head_dim = md.integer("attention.key_length", n_embd // n_head)
     if head_dim % 2:
         raise GGUFError(f"{where}: head dimension {head_dim} is odd; RoPE rotates pairs")
 
     hp = Hyperparameters(
         n_embd=n_embd,
-        n_layer=integer("block_count"),
+        n_layer=md.integer("block_count"),
         n_head=n_head,
         n_head_kv=n_head_kv,
         head_dim=head_dim,
-        n_ff=integer("feed_forward_length"),
-        n_ctx_train=integer("context_length"),
-        rope_theta=real("rope.freq_base", 10000.0),  # llama.cpp's default when the key is absent
-        rms_eps=real("attention.layer_norm_rms_epsilon"),
+        n_ff=md.integer("feed_forward_length"),
+        n_ctx_train=md.integer("context_length"),
+        rope_theta=md.real("rope.freq_base", 10000.0),  # llama.cpp's default when the key is absent
+        rms_eps=md.real("attention.layer_norm_rms_epsilon"),
     )
-    _refuse_unimplemented(meta, arch, hp, where)
+    _refuse_unimplemented(md, hp)
     return hp
 
 
-def _refuse_unimplemented(meta: dict, arch: str, hp: Hyperparameters, where: str) -> None:
+def _refuse_unimplemented(md: _Metadata, hp: Hyperparameters) -> None:
     """Variants that would load fine and then silently compute the wrong thing: refuse them by name."""
-    scaling = meta.get(f"{arch}.rope.scaling.type", "none")
-    factor = float(meta.get(f"{arch}.rope.scaling.factor", 1.0) or 1.0)
-    if scaling not in ("none", "linear") or (scaling == "linear" and factor != 1.0):
+    where, arch = md.where, md.arch
+    scaling = md.text("rope.scaling.type", "none")
+    # A factor of 0 means "unset" to llama.cpp, like an absent key.
+    factor = md.real("rope.scaling.factor", 1.0) if md.meta.get(f"{arch}.rope.scaling.factor") else 1.0
+    if scaling not in ("none", "linear") or factor != 1.0:  # linear with factor 1 is no scaling at all
         raise UnsupportedError(f"{where}: RoPE scaling {scaling!r} (factor {factor}) is not implemented; "
                                f"only unscaled RoPE is")
-    if scaling == "none" and factor != 1.0:
-        raise UnsupportedError(f"{where}: {arch}.rope.scaling.factor {factor} is not implemented")
-    rope_dims = meta.get(f"{arch}.rope.dimension_count", hp.head_dim)
-    if int(rope_dims) != hp.head_dim:
+    rope_dims = md.integer("rope.dimension_count", hp.head_dim)
+    if rope_dims != hp.head_dim:
         raise UnsupportedError(f"{where}: partial RoPE ({arch}.rope.dimension_count={rope_dims}, "
                                f"head dimension {hp.head_dim}) is not implemented")
-    value_length = meta.get(f"{arch}.attention.value_length", hp.head_dim)
-    if int(value_length) != hp.head_dim:
+    value_length = md.integer("attention.value_length", hp.head_dim)
+    if value_length != hp.head_dim:
         raise UnsupportedError(f"{where}: value head size {value_length} differs from key head size "
                                f"{hp.head_dim}; not implemented")
-    if int(meta.get(f"{arch}.expert_count", 0) or 0) > 0:
+    if md.integer("expert_count", 0, minimum=0) > 0:
         raise UnsupportedError(f"{where}: mixture-of-experts models ({arch}.expert_count) are not implemented")
-    for key in ("attention.sliding_window", "attn_logit_softcapping", "final_logit_softcapping"):
-        if meta.get(f"{arch}.{key}"):
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if md.meta.get(f"{arch}.{key}"):
             raise UnsupportedError(f"{where}: {arch}.{key} is not implemented")
 
 
@@ -160,14 +180,13 @@ class WeightTable:
 
 def vocab_size(reader: Any, arch: str, table_rows: int) -> int:
     """Rows of the embedding table, checked against the vocabulary the tokenizer and metadata claim."""
-    where = f"{reader.path}" if hasattr(reader, "path") else "GGUF file"
-    declared = reader.metadata.get(f"{arch}.vocab_size")
-    if declared is not None and int(declared) != table_rows:
-        raise GGUFError(f"{where}: {arch}.vocab_size is {int(declared)} but token_embd.weight has "
-                        f"{table_rows} rows")
+    md = _Metadata(reader, arch)
+    declared = md.integer("vocab_size", table_rows)
+    if declared != table_rows:
+        raise GGUFError(f"{md.where}: {arch}.vocab_size is {declared} but token_embd.weight has {table_rows} rows")
     tokens = reader.metadata.get("tokenizer.ggml.tokens")
     if tokens is not None and len(tokens) > table_rows:
         # A token id past the table would index out of bounds; fewer tokens than rows is padding.
-        raise GGUFError(f"{where}: the tokenizer has {len(tokens)} tokens but token_embd.weight only "
+        raise GGUFError(f"{md.where}: the tokenizer has {len(tokens)} tokens but token_embd.weight only "
                         f"{table_rows} rows")
     return table_rows
