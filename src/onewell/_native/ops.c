@@ -1,0 +1,295 @@
+/* The non-matmul ops (ops.h): the public functions, the generic C kernels (the readable twins of
+ * ops_avx2.c / ops_avx512.c) and the run-time choice between them. */
+#include "ops.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "cpu_features.h"
+#include "ops_kernels.h"
+
+/* ---- generic kernels ---- */
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float exp_generic(float x) {
+    if (!(x >= OW_EXP_LO)) return x != x ? x : 0.0f; /* NaN stays, tiny flushes to 0 */
+    if (x > OW_EXP_HI) return INFINITY;
+    float kf = (x * OW_LOG2E + 12582912.0f) - 12582912.0f; /* round to nearest even (1.5 * 2^23 trick) */
+    float r = x - kf * OW_LN2_HI;                          /* exact: kf * LN2_HI has few bits */
+    r = r - kf * OW_LN2_LO;
+    float p = OW_EXP_P0;
+    p = p * r + OW_EXP_P1;
+    p = p * r + OW_EXP_P2;
+    p = p * r + OW_EXP_P3;
+    p = p * r + OW_EXP_P4;
+    p = p * r + OW_EXP_P5;
+    float y = (p * (r * r) + r) + 1.0f;
+    int32_t k = (int32_t)kf;
+    int32_t k1 = k >> 1, k2 = k - k1; /* 2^k as 2^k1 * 2^k2: each factor normal for k in [-126, 128] */
+    y *= u2f((uint32_t)(k1 + 127) << 23);
+    y *= u2f((uint32_t)(k2 + 127) << 23);
+    return y;
+}
+
+static float sumsq_generic(const float *x, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[i + j] * x[i + j];
+    for (; i < n; i++) acc[0] += x[i] * x[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+static float max_generic(const float *x, int64_t n) {
+    float m = x[0];
+    for (int64_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static float exp_sum_generic(float *y, const float *x, float shift, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) { y[i + j] = exp_generic(x[i + j] - shift); acc[j] += y[i + j]; }
+    for (; i < n; i++) { y[i] = exp_generic(x[i] - shift); acc[0] += y[i]; }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+static void swiglu_generic(float *out, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + exp_generic(-g[i])) * u[i];
+}
+
+static uint16_t half_from_float(float f) {
+    uint32_t x = f2u(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffff;
+    if (ax >= 0x7f800000) /* inf, or NaN made quiet keeping the top payload bits (as F16C does) */
+        return sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 | ((ax >> 13) & 0x3ff) : 0);
+    if (ax >= 0x477ff000) return sign | 0x7c00; /* >= 65520 rounds to inf */
+    if (ax < 0x38800000) {                        /* below 2^-14: a subnormal half (or 0) */
+        if (ax <= 0x33000000) return sign;        /* <= 2^-25 rounds to 0 (the tie goes to even 0) */
+        uint32_t mant = (ax & 0x7fffff) | 0x800000;
+        int shift = 126 - (int)(ax >> 23); /* value / 2^-24 = mant >> shift */
+        uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return sign | (uint16_t)q;
+    }
+    uint32_t h = (ax >> 13) - ((uint32_t)(127 - 15) << 10); /* re-biased exponent and the top 10 mantissa bits */
+    uint32_t rem = ax & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* a carry into the exponent is right */
+    return sign | (uint16_t)h;
+}
+
+static float float_from_half(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0) {
+        float f = (float)m * 5.9604644775390625e-8f; /* m * 2^-24, exact */
+        return sign ? -f : f;
+    }
+    if (e == 31) return u2f(sign | 0x7f800000 | (m << 13));
+    return u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static void f32_to_f16_generic(uint16_t *out, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = half_from_float(x[i]);
+}
+
+static void f16_to_f32_generic(float *out, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = float_from_half(x[i]);
+}
+
+/* Softmax weights in scores (unnormalized), then out = sum_t w_t v_t / sum_t w_t. Shared by both KV types. */
+static float softmax_scores(float *scores, int64_t n_ctx) {
+    float m = max_generic(scores, n_ctx);
+    return exp_sum_generic(scores, scores, m, n_ctx);
+}
+
+static void attend_f32_generic(float *out, const float *q, const float *k, const float *v, int64_t stride,
+                               int64_t n_ctx, int64_t hd, float scale, float *scores) {
+    for (int64_t t = 0; t < n_ctx; t++) {
+        const float *kt = k + t * stride;
+        float acc[4] = {0};
+        int64_t d = 0;
+        for (; d + 4 <= hd; d += 4)
+            for (int j = 0; j < 4; j++) acc[j] += q[d + j] * kt[d + j];
+        for (; d < hd; d++) acc[0] += q[d] * kt[d];
+        scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
+    }
+    float inv = 1.0f / softmax_scores(scores, n_ctx);
+    for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int64_t t = 0; t < n_ctx; t++) {
+        const float *vt = v + t * stride;
+        for (int64_t d = 0; d < hd; d++) out[d] += scores[t] * vt[d];
+    }
+    for (int64_t d = 0; d < hd; d++) out[d] *= inv;
+}
+
+static void attend_f16_generic(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t stride,
+                               int64_t n_ctx, int64_t hd, float scale, float *scores) {
+    for (int64_t t = 0; t < n_ctx; t++) {
+        const uint16_t *kt = k + t * stride;
+        float acc[4] = {0};
+        int64_t d = 0;
+        for (; d + 4 <= hd; d += 4)
+            for (int j = 0; j < 4; j++) acc[j] += q[d + j] * float_from_half(kt[d + j]);
+        for (; d < hd; d++) acc[0] += q[d] * float_from_half(kt[d]);
+        scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
+    }
+    float inv = 1.0f / softmax_scores(scores, n_ctx);
+    for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int64_t t = 0; t < n_ctx; t++) {
+        const uint16_t *vt = v + t * stride;
+        for (int64_t d = 0; d < hd; d++) out[d] += scores[t] * float_from_half(vt[d]);
+    }
+    for (int64_t d = 0; d < hd; d++) out[d] *= inv;
+}
+
+const ow_ops_kernels ow_ops_generic = {
+    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic,
+    attend_f32_generic, attend_f16_generic, f32_to_f16_generic, f16_to_f32_generic,
+};
+
+/* ---- the choice of path, once ---- */
+
+static _Atomic(const ow_ops_kernels *) g_kernels;
+
+static const ow_ops_kernels *kern(void) {
+    const ow_ops_kernels *k = atomic_load_explicit(&g_kernels, memory_order_acquire);
+    if (k) return k;
+    k = &ow_ops_generic;
+#if OW_OPS_X86
+    ow_isa isa = ow_isa_best();
+    if (isa == OW_ISA_AVX512) k = &ow_ops_avx512;
+    else if (isa == OW_ISA_AVX2) k = &ow_ops_avx2;
+#endif
+    atomic_store_explicit(&g_kernels, k, memory_order_release); /* every thread picks the same: a race is benign */
+    return k;
+}
+
+const char *ow_ops_isa(void) { return kern()->name; }
+
+int ow_ops_set_isa(ow_isa isa) {
+    if (isa > ow_isa_best() || isa < OW_ISA_GENERIC) return -1;
+    const ow_ops_kernels *k = &ow_ops_generic;
+#if OW_OPS_X86
+    if (isa == OW_ISA_AVX512) k = &ow_ops_avx512;
+    else if (isa == OW_ISA_AVX2) k = &ow_ops_avx2;
+#else
+    if (isa != OW_ISA_GENERIC) return -1;
+#endif
+    atomic_store_explicit(&g_kernels, k, memory_order_release);
+    return 0;
+}
+
+/* ---- the ops ---- */
+
+void ow_rmsnorm_f32(float *out, const float *x, const float *w, int64_t n_rows, int64_t dim, float eps) {
+    const ow_ops_kernels *K = kern();
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * dim;
+        float *o = out + r * dim;
+        float mean = K->sumsq(xr, dim) / (float)dim;
+        float s = 1.0f / sqrtf(mean + eps);
+        for (int64_t i = 0; i < dim; i++) o[i] = (xr[i] * s) * w[i];
+    }
+}
+
+void ow_rope_table_f32(float *cs, const int32_t *pos, int64_t n_tok, int64_t n_rot, float freq_base) {
+    int64_t half = n_rot / 2;
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t i = 0; i < half; i++) {
+            double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+            cs[(t * half + i) * 2] = (float)cos(theta);
+            cs[(t * half + i) * 2 + 1] = (float)sin(theta);
+        }
+    }
+}
+
+void ow_rope_apply_f32(float *x, const float *cs, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                       ow_rope_style style) {
+    int64_t half = n_rot / 2;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *row = cs + t * half * 2;
+        for (int64_t h = 0; h < n_head; h++) {
+            float *xh = x + (t * n_head + h) * head_dim;
+            for (int64_t i = 0; i < half; i++) {
+                float c = row[2 * i], s = row[2 * i + 1];
+                int64_t i0 = style == OW_ROPE_NEOX ? i : 2 * i;
+                int64_t i1 = style == OW_ROPE_NEOX ? i + half : 2 * i + 1;
+                float x0 = xh[i0], x1 = xh[i1];
+                xh[i0] = x0 * c - x1 * s;
+                xh[i1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+void ow_swiglu_f32(float *out, const float *g, const float *u, int64_t n) { kern()->swiglu(out, g, u, n); }
+
+void ow_add_f32(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void ow_add_bias_f32(float *x, const float *bias, int64_t n_rows, int64_t dim) {
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < dim; i++) x[r * dim + i] += bias[i];
+}
+
+void ow_softmax_f32(float *out, const float *x, int64_t n_rows, int64_t n) {
+    const ow_ops_kernels *K = kern();
+    for (int64_t r = 0; r < n_rows; r++) {
+        float *o = out + r * n;
+        float inv = 1.0f / K->exp_sum(o, x + r * n, K->max(x + r * n, n), n);
+        for (int64_t i = 0; i < n; i++) o[i] *= inv;
+    }
+}
+
+int64_t ow_argmax_f32(const float *x, int64_t n) {
+    int64_t best = 0;
+    float m = x[0];
+    if (m != m) return 0;
+    for (int64_t i = 1; i < n; i++) {
+        if (x[i] > m) { m = x[i]; best = i; }
+        else if (x[i] != x[i]) return i;
+    }
+    return best;
+}
+
+void ow_f32_to_f16(uint16_t *out, const float *x, int64_t n) { kern()->f32_to_f16(out, x, n); }
+void ow_f16_to_f32(float *out, const uint16_t *x, int64_t n) { kern()->f16_to_f32(out, x, n); }
+
+void ow_attention_heads(const ow_attn_args *a, int64_t head_begin, int64_t head_end, float *scores) {
+    const ow_ops_kernels *K = kern();
+    int64_t hd = a->head_dim, group = a->n_head / a->n_head_kv, stride = a->n_head_kv * hd;
+    for (int64_t h = head_begin; h < head_end; h++) {
+        float *out = a->out + h * hd;
+        if (a->n_ctx <= 0) { memset(out, 0, (size_t)hd * sizeof(float)); continue; }
+        int64_t kv_off = (h / group) * hd;
+        const float *q = a->q + h * hd;
+        if (a->kv_type == OW_KV_F16)
+            K->attend_f16(out, q, (const uint16_t *)a->k + kv_off, (const uint16_t *)a->v + kv_off, stride, a->n_ctx,
+                          hd, a->scale, scores);
+        else
+            K->attend_f32(out, q, (const float *)a->k + kv_off, (const float *)a->v + kv_off, stride, a->n_ctx, hd,
+                          a->scale, scores);
+    }
+}
+
+typedef struct {
+    const ow_attn_args *a;
+    float *scores;
+} attn_job;
+
+static void attn_task(void *ctx, int64_t begin, int64_t end, int worker) {
+    attn_job *j = ctx;
+    ow_attention_heads(j->a, begin, end, j->scores + (int64_t)worker * (j->a->n_ctx > 0 ? j->a->n_ctx : 0));
+}
+
+void ow_attention(ow_pool *p, const ow_attn_args *a, float *scores) {
+    attn_job j = {a, scores};
+    ow_pool_parallel_for(p, a->n_head, 0, attn_task, &j);
+}

@@ -1,0 +1,51 @@
+/* Internal to ops.c / ops_avx2.c / ops_avx512.c: the per-ISA inner loops of the ops, and the exp they share.
+ * Every path evaluates exp with the same algorithm (below), so paths differ only by FMA rounding. */
+#ifndef ONEWELL_OPS_KERNELS_H
+#define ONEWELL_OPS_KERNELS_H
+
+#include <stdint.h>
+
+#if defined(__x86_64__) && !defined(OW_GENERIC_ONLY)
+#define OW_OPS_X86 1
+#else
+#define OW_OPS_X86 0
+#endif
+
+typedef struct {
+    const char *name;
+    float (*sumsq)(const float *x, int64_t n);
+    float (*max)(const float *x, int64_t n);                               /* n >= 1 */
+    float (*exp_sum)(float *y, const float *x, float shift, int64_t n);   /* y = exp(x - shift); returns sum y */
+    void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
+    /* One head: k, v point at the head's row of position 0; positions are `stride` elements apart. */
+    void (*attend_f32)(float *out, const float *q, const float *k, const float *v, int64_t stride, int64_t n_ctx,
+                       int64_t head_dim, float scale, float *scores);
+    void (*attend_f16)(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t stride,
+                       int64_t n_ctx, int64_t head_dim, float scale, float *scores);
+    void (*f32_to_f16)(uint16_t *out, const float *x, int64_t n);
+    void (*f16_to_f32)(float *out, const uint16_t *x, int64_t n);
+} ow_ops_kernels;
+
+extern const ow_ops_kernels ow_ops_generic;
+#if OW_OPS_X86
+extern const ow_ops_kernels ow_ops_avx2;
+extern const ow_ops_kernels ow_ops_avx512;
+#endif
+
+/* exp(x) for float32, Cephes-style: k = round(x / ln 2), r = x - k ln 2 (in two parts, exact first product),
+ * exp(r) by a degree-7 polynomial on [-ln2/2, ln2/2], times 2^k built from two halves so k = 128 is fine.
+ * Below OW_EXP_LO the result is 0 (the true value is subnormal), above OW_EXP_HI it is +inf, NaN stays NaN.
+ * Relative error about 2 ulp. */
+#define OW_EXP_LO -87.33654f
+#define OW_EXP_HI 88.72283f
+#define OW_LOG2E 1.44269504088896341f
+#define OW_LN2_HI 0.693359375f
+#define OW_LN2_LO -2.12194440e-4f
+#define OW_EXP_P0 1.9875691500e-4f
+#define OW_EXP_P1 1.3981999507e-3f
+#define OW_EXP_P2 8.3334519073e-3f
+#define OW_EXP_P3 4.1665795894e-2f
+#define OW_EXP_P4 1.6666665459e-1f
+#define OW_EXP_P5 5.0000001201e-1f
+
+#endif

@@ -1,0 +1,314 @@
+"""Validating Python wrappers of the native thread pool and the small ops of a step (onewell/_native/ops.h).
+
+    ThreadPool(n_threads)                        persistent workers (n_threads counts the caller); .close()
+    rmsnorm(x, w, eps, out=None)                 x: (dim,) or (rows, dim)
+    rope_table(pos, n_rot, freq_base)            -> (n_tok, n_rot/2, 2) float32 {cos, sin}
+    rope(x, pos, freq_base, style, n_rot=None)   in place on x: (n_tok, n_head, head_dim) or (n_head, head_dim)
+    rope_apply(x, table, style)                  the same with a table from rope_table
+    attention(q, k, v, n_ctx=None, scale=None, pool=None, out=None)
+                                                 q: (n_head, hd); k, v: (cap, n_head_kv, hd) float32 or float16
+    swiglu(g, u, out=None), add(a, b, out=None), add_bias(x, bias) (in place), softmax(x, out=None), argmax(x)
+    f32_to_f16(x) -> float16, f16_to_f32(x) -> float32
+
+Every shape, dtype, contiguity and size is checked here before C sees it (C repeats only the memory-safety
+checks); the GIL is released while C runs. Results are the same for any pool size (ops.h: determinism).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from onewell._native import _core
+
+ROPE_STYLES = {"normal": 0, "neox": 1}
+ISA_PATHS = ("generic", "avx2", "avx512")
+MAX_THREADS = 1024
+
+
+class ThreadPool:
+    """The native pool: n_threads - 1 persistent workers plus the calling thread. Idle workers sleep."""
+
+    def __init__(self, n_threads: int):
+        if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)):
+            raise TypeError(f"n_threads must be an int, got {type(n_threads).__name__}")
+        if not 1 <= int(n_threads) <= MAX_THREADS:
+            raise ValueError(f"n_threads must be 1..{MAX_THREADS}, got {n_threads}")
+        self._capsule = _core.pool_create(int(n_threads))
+        self._n_threads = int(n_threads)
+
+    @property
+    def n_threads(self) -> int:
+        return self._n_threads
+
+    @property
+    def capsule(self):
+        """The handle C functions take; raises once the pool is closed."""
+        if self._capsule is None:
+            raise ValueError("the thread pool is closed")
+        return self._capsule
+
+    @property
+    def spin_us(self) -> float:
+        """How long idle workers spin before sleeping in the kernel (microseconds)."""
+        return _core.pool_spin_us(self.capsule)
+
+    @spin_us.setter
+    def spin_us(self, us: float) -> None:
+        if not 0 <= float(us) <= 1e9:
+            raise ValueError(f"spin_us must be 0..1e9, got {us}")
+        _core.pool_set_spin_us(self.capsule, float(us))
+
+    def overhead_seconds(self, n_calls: int = 1000, n_items: int = 64, chunk: int = 0, static: bool = False) -> float:
+        """Mean wall time of one parallel_for over empty tasks (the per-call cost of the pool)."""
+        if n_calls < 1 or n_items < 0:
+            raise ValueError("n_calls must be >= 1 and n_items >= 0")
+        return _core.pool_overhead(self.capsule, int(n_calls), int(n_items), int(chunk), bool(static))
+
+    def chunks_by_worker(self, n_items: int, chunk: int, work: int = 0) -> list[int]:
+        """Runs one dynamic job of n_items items (each `work` busy iterations); returns how many chunks each
+        thread ran (index 0 = the caller). Shows who took part; the sum is the number of chunks."""
+        if not 0 <= n_items <= 1 << 28 or work < 0:
+            raise ValueError("n_items must be 0..2^28 and work >= 0")
+        return _core.pool_chunks_by_worker(self.capsule, int(n_items), int(chunk), int(work))
+
+    def close(self) -> None:
+        """Stops the workers (when no other reference to the handle is alive). Idempotent."""
+        self._capsule = None
+
+    def __enter__(self) -> ThreadPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._capsule is None else f"spin {self.spin_us:g} us"
+        return f"ThreadPool(n_threads={self._n_threads}, {state})"
+
+
+def pool_stress(n_threads: int, n_jobs: int, n_items: int, chunk: int, static: bool = False,
+                nested: bool = False, work: int = 0) -> int:
+    """Creates a pool, runs n_jobs tiny jobs over n_items items in C, destroys it; checks each item ran exactly
+    once per job (raises RuntimeError otherwise). `chunk` is the align of a static job. nested: each task runs
+    its range as an inner job on the same pool. work: busy-loop iterations per item (longer jobs, so every
+    worker joins). Returns n_jobs * sum(1..n_items) when all went right."""
+    if not 1 <= n_threads <= MAX_THREADS or n_jobs < 0 or not 0 <= n_items <= 1 << 28 or work < 0:
+        raise ValueError("pool_stress: bad parameters")
+    return _core.pool_stress(int(n_threads), int(n_jobs), int(n_items), int(chunk), bool(static), bool(nested),
+                             int(work))
+
+
+def ops_isa() -> str:
+    """The ISA path the ops run on: 'avx512', 'avx2' or 'generic'."""
+    return _core.ops_isa()
+
+
+def set_ops_isa(name: str) -> None:
+    """Switch every op to another ISA path (for tests; not while ops run on other threads)."""
+    if name not in ISA_PATHS:
+        raise ValueError(f"ISA path must be one of {ISA_PATHS}, got {name!r}")
+    _core.ops_set_isa(name)
+
+
+def available_isas() -> tuple[str, ...]:
+    """ISA paths this CPU (and the ONEWELL_ISA cap) allows, most portable first."""
+    best = _core.cpu_features()["isa"]
+    return ISA_PATHS[: ISA_PATHS.index(best) + 1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# checks
+
+
+def _array(name: str, a, dtypes: tuple, ndims: tuple[int, ...]) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if a.dtype not in dtypes:
+        raise TypeError(f"{name} must be {' or '.join(str(np.dtype(d)) for d in dtypes)}, got {a.dtype}")
+    if a.ndim not in ndims:
+        raise ValueError(f"{name} must have {' or '.join(map(str, ndims))} dimensions, got shape {a.shape}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    return a
+
+
+def _f32(name: str, a, ndims: tuple[int, ...] = (1,)) -> np.ndarray:
+    return _array(name, a, (np.float32,), ndims)
+
+
+def _out(name: str, out, shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    _array(name, out, (dtype,), (len(shape),))
+    if out.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError(f"{name} must be writable")
+    return out
+
+
+def _writable(name: str, a: np.ndarray) -> None:
+    if not a.flags.writeable:
+        raise ValueError(f"{name} must be writable (it is changed in place)")
+
+
+def _pool_capsule(pool: ThreadPool | None):
+    if pool is None:
+        return None
+    if not isinstance(pool, ThreadPool):
+        raise TypeError(f"pool must be a ThreadPool or None, got {type(pool).__name__}")
+    return pool.capsule
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ops
+
+
+def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, out: np.ndarray | None = None) -> np.ndarray:
+    x = _f32("x", x, (1, 2))
+    w = _f32("w", w)
+    dim = x.shape[-1]
+    if dim == 0 or w.shape != (dim,):
+        raise ValueError(f"w must have shape ({dim},) matching x's last dimension (> 0), got {w.shape}")
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
+    out = _out("out", out, x.shape)
+    rows = 1 if x.ndim == 1 else x.shape[0]
+    _core.rmsnorm(out, x, w, rows, dim, float(eps))
+    return out
+
+
+def rope_table(pos, n_rot: int, freq_base: float) -> np.ndarray:
+    pos = np.ascontiguousarray(np.atleast_1d(np.asarray(pos)))
+    if pos.ndim != 1 or not np.issubdtype(pos.dtype, np.integer):
+        raise TypeError("pos must be an integer or a 1-D array of integers")
+    if pos.size and (pos.min() < 0 or pos.max() > np.iinfo(np.int32).max):
+        raise ValueError("positions must be in 0..2^31-1")
+    if not isinstance(n_rot, (int, np.integer)) or n_rot < 2 or n_rot % 2:
+        raise ValueError(f"n_rot must be an even int >= 2, got {n_rot}")
+    if not (np.isfinite(freq_base) and freq_base > 0):
+        raise ValueError(f"freq_base must be finite and > 0, got {freq_base}")
+    pos32 = pos.astype(np.int32)
+    cs = np.empty((pos.size, n_rot // 2, 2), dtype=np.float32)
+    _core.rope_table(cs, pos32, pos.size, int(n_rot), float(freq_base))
+    return cs
+
+
+def rope_apply(x: np.ndarray, table: np.ndarray, style: str) -> np.ndarray:
+    """Rotates x (n_tok, n_head, head_dim) — or (n_head, head_dim) for one token — in place; returns x."""
+    x = _f32("x", x, (2, 3))
+    _writable("x", x)
+    table = _f32("table", table, (3,))
+    if style not in ROPE_STYLES:
+        raise ValueError(f"rope style must be one of {tuple(ROPE_STYLES)}, got {style!r}")
+    n_tok, n_head, hd = (1, *x.shape) if x.ndim == 2 else x.shape
+    n_rot = table.shape[1] * 2
+    if table.shape[0] != n_tok or table.shape[2] != 2:
+        raise ValueError(f"table must have shape ({n_tok}, n_rot/2, 2), got {table.shape}")
+    if not 2 <= n_rot <= hd:
+        raise ValueError(f"n_rot={n_rot} must be in 2..head_dim={hd}")
+    _core.rope_apply(x, table, n_tok, n_head, hd, n_rot, ROPE_STYLES[style])
+    return x
+
+
+def rope(x: np.ndarray, pos, freq_base: float, style: str, n_rot: int | None = None) -> np.ndarray:
+    """Rotary embedding in place (see rope_apply); pos: one int per token."""
+    _f32("x", x, (2, 3))
+    n_rot = x.shape[-1] if n_rot is None else n_rot
+    return rope_apply(x, rope_table(pos, n_rot, freq_base), style)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_ctx: int | None = None, scale: float | None = None,
+              pool: ThreadPool | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    """One query position over the first n_ctx positions of k, v (default: all of them); GQA by head groups."""
+    q = _f32("q", q, (2,))
+    k = _array("k", k, (np.float32, np.float16), (3,))
+    v = _array("v", v, (np.float32, np.float16), (3,))
+    n_head, hd = q.shape
+    cap, n_kv, khd = k.shape
+    if v.shape != k.shape or v.dtype != k.dtype:
+        raise ValueError(f"v {v.shape} {v.dtype} must match k {k.shape} {k.dtype}")
+    if khd != hd or hd == 0:
+        raise ValueError(f"head_dim of k ({khd}) must equal q's ({hd}) and be > 0")
+    if n_kv == 0 or n_head == 0 or n_head % n_kv:
+        raise ValueError(f"n_head={n_head} must be a positive multiple of n_head_kv={n_kv}")
+    n_ctx = cap if n_ctx is None else int(n_ctx)
+    if not 1 <= n_ctx <= cap:
+        raise ValueError(f"n_ctx={n_ctx} must be in 1..{cap} (the cache's length)")
+    scale = 1.0 / float(np.sqrt(hd)) if scale is None else float(scale)
+    if not np.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    capsule = _pool_capsule(pool)
+    out = _out("out", out, (n_head, hd))
+    scores = np.empty((pool.n_threads if pool else 1) * n_ctx, dtype=np.float32)
+    kv_type = 1 if k.dtype == np.float16 else 0
+    _core.attention(capsule, out, q, k, v, scores, n_ctx, n_head, n_kv, hd, scale, kv_type)
+    return out
+
+
+def _same_shape(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{name_a} {a.shape} and {name_b} {b.shape} must have the same shape")
+
+
+def swiglu(g: np.ndarray, u: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """silu(g) * u, element-wise (any shape, contiguous)."""
+    g = _f32("g", g, tuple(range(0, 33)))
+    u = _f32("u", u, tuple(range(0, 33)))
+    _same_shape("g", g, "u", u)
+    out = _out("out", out, g.shape)
+    _core.swiglu(out, g, u, g.size)
+    return out
+
+
+def add(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    a = _f32("a", a, tuple(range(0, 33)))
+    b = _f32("b", b, tuple(range(0, 33)))
+    _same_shape("a", a, "b", b)
+    out = _out("out", out, a.shape)
+    _core.add(out, a, b, a.size)
+    return out
+
+
+def add_bias(x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """x[..., d] += bias[d] in place; returns x."""
+    x = _f32("x", x, (1, 2))
+    _writable("x", x)
+    bias = _f32("bias", bias)
+    if bias.shape != (x.shape[-1],):
+        raise ValueError(f"bias must have shape ({x.shape[-1]},), got {bias.shape}")
+    rows = 1 if x.ndim == 1 else x.shape[0]
+    _core.add_bias(x, bias, rows, x.shape[-1])
+    return x
+
+
+def softmax(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis of x: (n,) or (rows, n), n > 0."""
+    x = _f32("x", x, (1, 2))
+    if x.shape[-1] == 0:
+        raise ValueError("softmax over an empty axis")
+    out = _out("out", out, x.shape)
+    rows = 1 if x.ndim == 1 else x.shape[0]
+    _core.softmax(out, x, rows, x.shape[-1])
+    return out
+
+
+def argmax(x: np.ndarray) -> int:
+    """Index of the first maximum of a 1-D float32 array (a NaN counts as the maximum, like numpy)."""
+    x = _f32("x", x)
+    if x.size == 0:
+        raise ValueError("argmax of an empty array")
+    return _core.argmax(x, x.size)
+
+
+def f32_to_f16(x: np.ndarray) -> np.ndarray:
+    x = _f32("x", x, tuple(range(0, 33)))
+    out = np.empty(x.shape, dtype=np.float16)
+    _core.f32_to_f16(out, x, x.size)
+    return out
+
+
+def f16_to_f32(x: np.ndarray) -> np.ndarray:
+    x = _array("x", x, (np.float16,), tuple(range(0, 33)))
+    out = np.empty(x.shape, dtype=np.float32)
+    _core.f16_to_f32(out, x, x.size)
+    return out
