@@ -1,0 +1,551 @@
+"""`onewell serve MODEL`: an OpenAI-compatible HTTP server (Starlette + uvicorn) with a web chat page.
+
+Endpoints: GET /v1/models, POST /v1/chat/completions, POST /v1/completions (both also as server-sent
+events with "stream": true), GET /health, GET /metrics (JSON), GET /openapi.json, and the chat page at /.
+
+Requests are validated (openai_schema.py), turned into token ids on a worker thread, and handed to the
+scheduler (scheduler.py), which runs up to --parallel generations at once and queues up to --queue more.
+Every error reaches the client as OpenAI's {"error": {...}} JSON; unexpected ones are logged with their
+traceback and answered with a short 500, never the traceback itself.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from onewell.errors import ContextOverflowError, OnewellError
+from onewell.runtime.generate import check_fits
+from onewell.runtime.sampling import SamplingParams
+from onewell.serve import openai_schema as schema
+from onewell.serve.openapi import build_openapi
+from onewell.serve.scheduler import (PREFILL_CHUNK, Chunk, Done, Failed, GenerationRequest, Job, QueueFullError,
+                                     Scheduler, Usage)
+from onewell.serve.slot_backends import slot_backends
+from onewell.serve.streaming import SSE_DONE, TokenLogprob, sse
+
+log = logging.getLogger("onewell.serve")
+
+STATIC_DIR = Path(__file__).parent / "static"
+MAX_BODY_BYTES = 8 << 20
+RETRY_AFTER_SECONDS = 2
+PUBLIC_PATHS = ("/", "/health", "/openapi.json", "/favicon.ico")  # and /static/...: no API key needed
+PAGE_HEADERS = {
+    # The page loads nothing from elsewhere; say so, so injected markup could not either.
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI's {"error": {...}} with an HTTP status."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
+        self.headers = headers or {}
+
+
+def error_response(status: int, message: str, type: str = "invalid_request_error", code: str | None = None,
+                   param: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+@dataclass
+class ServerState:
+    model: Any  # onewell.api.Model
+    scheduler: Scheduler
+    model_name: str
+    created: int
+    requests_invalid: int = 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Request handling helpers
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return data
+
+
+def parse(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors()[:5]:
+            where = ".".join(str(part) for part in err["loc"]) or "body"
+            problems.append(f"{where}: {err['msg']}")
+        first = ".".join(str(p) for p in e.errors()[0]["loc"]) if e.errors() else None
+        raise ApiError(400, "invalid request: " + "; ".join(problems), param=first) from None
+
+
+def chat_prompt_ids(model: Any, req: schema.ChatCompletionRequest) -> list[int]:
+    return model.tokenize_chat([m.for_template() for m in req.messages])
+
+
+def completion_prompt_ids(model: Any, req: schema.CompletionRequest) -> list[int]:
+    prompt = req.prompt
+    tok = model.tokenizer
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+        bad = [t for t in prompt if not 0 <= t < tok.n_vocab]
+        if bad:
+            raise ApiError(400, f"token id {bad[0]} is outside the vocabulary [0, {tok.n_vocab})", param="prompt")
+        return list(prompt)
+    text = prompt[0] if isinstance(prompt, list) else prompt
+    return tok.encode(text, add_bos=tok.add_bos_token, parse_special=True)
+
+
+async def prompt_ids_for(state: ServerState, build, req) -> list[int]:
+    """Template rendering and tokenization run on a worker thread: a long prompt must not stall the loop."""
+    try:
+        return await asyncio.to_thread(build, state.model, req)
+    except ApiError:
+        raise
+    except (OnewellError, ValueError) as e:  # no chat template, a template that rejects the messages, ...
+        raise ApiError(400, str(e)) from None
+
+
+def generation_request(state: ServerState, req, prompt_ids: list[int]) -> GenerationRequest:
+    n_ctx = state.scheduler.n_ctx
+    max_tokens = req.token_limit()
+    if max_tokens is None:  # as much as the context has room for
+        max_tokens = max(n_ctx - len(prompt_ids), 1)
+    try:
+        check_fits(n_ctx, len(prompt_ids), max_tokens)
+    except ContextOverflowError as e:
+        raise ApiError(400, str(e), code="context_length_exceeded", param="max_tokens") from None
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
+    try:
+        sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
+                                  repeat_penalty=req.repeat_penalty, seed=req.seed)
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
+    return GenerationRequest(prompt_ids=prompt_ids, max_tokens=max_tokens, sampling=sampling,
+                             stop=req.stop_strings(), logprobs=req.logprobs_count(), ignore_eos=req.ignore_eos)
+
+
+def submit(state: ServerState, request: GenerationRequest) -> Job:
+    try:
+        return state.scheduler.submit(request)
+    except QueueFullError as e:
+        raise ApiError(503, str(e), type="server_overloaded", code="queue_full",
+                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
+
+
+def usage_json(u: Usage) -> dict[str, Any]:
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "total_tokens": u.prompt_tokens + u.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+
+
+def timings_json(u: Usage) -> dict[str, float]:
+    """llama.cpp-style timings (not part of OpenAI's schema; clients ignore them): the web page shows tok/s."""
+    evaluated = u.prompt_tokens - u.cached_tokens
+    return {
+        "prompt_n": evaluated, "prompt_ms": round(u.prompt_seconds * 1e3, 3),
+        "prompt_per_second": round(evaluated / u.prompt_seconds, 3) if u.prompt_seconds > 0 else 0.0,
+        "predicted_n": u.completion_tokens, "predicted_ms": round(u.gen_seconds * 1e3, 3),
+        # the first token's time is in prompt_ms, so the rate is over the tokens after it
+        "predicted_per_second": round((u.completion_tokens - 1) / u.gen_seconds, 3) if u.gen_seconds > 0 else 0.0,
+    }
+
+
+def completion_logprobs(entries: list[TokenLogprob], offset: int) -> dict[str, Any]:
+    offsets = []
+    for e in entries:
+        offsets.append(offset)
+        offset += len(e.token)
+    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [{alt.token: alt.logprob for alt in e.top} for e in entries], "text_offset": offsets}
+
+
+async def events_until_done(job: Job, request: Request | None) -> AsyncIterator[Chunk | Done | Failed]:
+    """The job's events up to Done/Failed. With `request` (non-streamed replies), also watches the
+    connection and ends early when the client leaves; streamed replies are cancelled by Starlette.
+    Leaving (either way) cancels the job. Use under contextlib.aclosing so that happens at once."""
+    disconnect = asyncio.ensure_future(_client_gone(request)) if request is not None else None
+    getter: asyncio.Future | None = None
+    try:
+        while True:
+            if disconnect is None:
+                event = await job.events.get()
+            else:
+                getter = asyncio.ensure_future(job.events.get())
+                done, _ = await asyncio.wait({getter, disconnect}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    return
+                event, getter = getter.result(), None
+            yield event
+            if isinstance(event, (Done, Failed)):
+                return
+    finally:
+        for task in (getter, disconnect):
+            if task is not None:
+                task.cancel()
+        job.cancel()  # no-op once finished
+
+
+async def _client_gone(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Endpoints
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.onewell
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+async def chat_completions(request: Request) -> Response:
+    state = _state(request)
+    req = parse(schema.ChatCompletionRequest, await read_json(request))
+    prompt_ids = await prompt_ids_for(state, chat_prompt_ids, req)
+    job = submit(state, generation_request(state, req, prompt_ids))
+    head = {"id": _new_id("chatcmpl"), "created": int(time.time()), "model": state.model_name}
+    want_logprobs = req.logprobs
+
+    if req.stream:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+
+        def chunk(delta: dict, finish: str | None = None, logprobs=None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
+            return sse({**head, "object": "chat.completion.chunk", "choices": [choice]})
+
+        async def body() -> AsyncIterator[bytes]:
+            yield chunk({"role": "assistant", "content": ""})
+            async for event in events_until_done(job, None):  # ends at Done/Failed; cancelled with the stream
+                if isinstance(event, Chunk):
+                    lp = {"content": [e.as_openai() for e in event.release.logprobs]} if want_logprobs else None
+                    yield chunk({"content": event.release.text} if event.release.text else {}, logprobs=lp)
+                elif isinstance(event, Done):
+                    last = {**head, "object": "chat.completion.chunk",
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": event.finish_reason,
+                                         "logprobs": None}],
+                            "timings": timings_json(event.usage)}
+                    if include_usage:  # OpenAI's form: usage in an extra chunk with no choices
+                        yield sse(last)
+                        yield sse({**head, "object": "chat.completion.chunk", "choices": [],
+                                   "usage": usage_json(event.usage)})
+                    else:
+                        yield sse({**last, "usage": usage_json(event.usage)})
+                else:
+                    yield sse({"error": {"message": event.message, "type": "server_error", "param": None,
+                                         "code": None}})
+            yield SSE_DONE
+
+        return event_stream(body(), job)
+
+    text, entries, done = await collect(job, request)
+    message = {"role": "assistant", "content": text}
+    logprobs = {"content": [e.as_openai() for e in entries]} if want_logprobs else None
+    return JSONResponse({**head, "object": "chat.completion",
+                         "choices": [{"index": 0, "message": message, "finish_reason": done.finish_reason,
+                                      "logprobs": logprobs}],
+                         "usage": usage_json(done.usage), "timings": timings_json(done.usage)})
+
+
+async def completions(request: Request) -> Response:
+    state = _state(request)
+    req = parse(schema.CompletionRequest, await read_json(request))
+    prompt_ids = await prompt_ids_for(state, completion_prompt_ids, req)
+    job = submit(state, generation_request(state, req, prompt_ids))
+    head = {"id": _new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
+            "model": state.model_name}
+    want_logprobs = req.logprobs is not None
+
+    if req.stream:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+
+        def chunk(text: str, finish: str | None = None, logprobs=None, **extra) -> bytes:
+            return sse({**head, "choices": [{"index": 0, "text": text, "finish_reason": finish,
+                                             "logprobs": logprobs}], **extra})
+
+        async def body() -> AsyncIterator[bytes]:
+            offset = 0
+            async for event in events_until_done(job, None):
+                if isinstance(event, Chunk):
+                    r = event.release
+                    lp = completion_logprobs(r.logprobs, offset) if want_logprobs else None
+                    offset += sum(len(e.token) for e in r.logprobs)
+                    yield chunk(r.text, logprobs=lp)
+                elif isinstance(event, Done):
+                    timings = timings_json(event.usage)
+                    if include_usage:
+                        yield chunk("", event.finish_reason, timings=timings)
+                        yield sse({**head, "choices": [], "usage": usage_json(event.usage)})
+                    else:
+                        yield chunk("", event.finish_reason, usage=usage_json(event.usage), timings=timings)
+                else:
+                    yield sse({"error": {"message": event.message, "type": "server_error", "param": None,
+                                         "code": None}})
+            yield SSE_DONE
+
+        return event_stream(body(), job)
+
+    text, entries, done = await collect(job, request)
+    logprobs = completion_logprobs(entries, 0) if want_logprobs else None
+    return JSONResponse({**head, "choices": [{"index": 0, "text": text, "finish_reason": done.finish_reason,
+                                              "logprobs": logprobs}],
+                         "usage": usage_json(done.usage), "timings": timings_json(done.usage)})
+
+
+async def collect(job: Job, request: Request) -> tuple[str, list[TokenLogprob], Done]:
+    parts: list[str] = []
+    entries: list[TokenLogprob] = []
+    async with contextlib.aclosing(events_until_done(job, request)) as events:
+        async for event in events:
+            if isinstance(event, Chunk):
+                parts.append(event.release.text)
+                entries += event.release.logprobs
+            elif isinstance(event, Done):
+                return "".join(parts), entries, event
+            else:
+                raise ApiError(500, event.message, type="server_error")
+    raise ApiError(499, "client closed the request")  # nobody is left to read this
+
+
+def event_stream(body: AsyncIterator[bytes], job: Job) -> StreamingResponse:
+    async def guarded() -> AsyncIterator[bytes]:
+        try:
+            async for piece in body:
+                yield piece
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except Exception:  # headers are sent: report in-band, then end the stream properly
+            log.exception("error while streaming a reply")
+            yield sse({"error": {"message": "internal server error", "type": "server_error", "param": None,
+                                 "code": None}})
+            yield SSE_DONE
+        finally:
+            job.cancel()  # the client left (Starlette cancels this stream) or the job is over (a no-op)
+            await body.aclose()
+
+    return StreamingResponse(guarded(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def list_models(request: Request) -> Response:
+    state = _state(request)
+    cfg = state.model.spec.config
+    card = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "onewell",
+            "meta": {"n_ctx": state.scheduler.n_ctx, "slots": len(state.scheduler.slots), "arch": cfg.arch,
+                     "n_vocab": cfg.n_vocab, "chat_template": bool(state.model.tokenizer.chat_template)}}
+    return JSONResponse({"object": "list", "data": [card]})
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    state = _state(request)
+    return JSONResponse({**state.scheduler.metrics(), "requests_invalid": state.requests_invalid})
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
+
+
+async def index(request: Request) -> Response:
+    return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Errors and authentication
+
+
+async def on_api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    if exc.status < 500 and hasattr(request.app.state, "onewell"):
+        request.app.state.onewell.requests_invalid += 1
+    return error_response(exc.status, exc.message, exc.type, exc.code, exc.param, exc.headers)
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}", kind,
+                          headers=dict(exc.headers or {}))
+
+
+async def on_unexpected_error(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal server error", "server_error")
+
+
+class ApiKeyMiddleware:
+    """With an API key set, every route but the page, /health and /openapi.json wants `Authorization: Bearer KEY`."""
+
+    def __init__(self, app, api_key: str):
+        self.app = app
+        self.api_key = api_key.encode("utf-8")
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and not self._public(scope["path"]):
+            scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8"), self.api_key):
+                response = error_response(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                          "authentication_error", code="invalid_api_key",
+                                          headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _public(path: str) -> bool:
+        return path in PUBLIC_PATHS or path.startswith("/static/")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The application
+
+
+def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | None = None,
+               model_name: str | None = None, threads: int | None = None,
+               prefill_chunk: int = PREFILL_CHUNK) -> Starlette:
+    """An ASGI app serving `model` (from onewell.load) with `parallel` slots and a queue of `queue`.
+
+    The server owns the model from here on: slot 0 generates on model.backend."""
+    if parallel < 1:
+        raise ValueError(f"parallel must be at least 1, got {parallel}")
+    if queue < 0:
+        raise ValueError(f"queue must be >= 0, got {queue}")
+    if api_key is not None and not api_key.strip():
+        raise ValueError("the API key must not be empty")
+    backends = slot_backends(model.backend, model.spec, parallel, threads)
+    scheduler = Scheduler(backends, model.tokenizer, queue_capacity=queue, prefill_chunk=prefill_chunk)
+    name = model_name or (Path(model.path).stem if getattr(model, "path", None) else "onewell")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        scheduler.start()
+        try:
+            yield
+        finally:
+            await scheduler.stop()
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    handlers = {ApiError: on_api_error, HTTPException: on_http_error, Exception: on_unexpected_error}
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    if api_key is not None:
+        app.add_middleware(ApiKeyMiddleware, api_key=api_key)
+    app.state.onewell = ServerState(model=model, scheduler=scheduler, model_name=name, created=int(time.time()))
+    app.state.openapi = build_openapi()
+    return app
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _nonnegative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="onewell serve", description="OpenAI-compatible HTTP server with a chat page.")
+    p.add_argument("model", help="registry name or path to a .gguf file")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (8080)")
+    p.add_argument("--parallel", type=_positive, default=1, help="requests generated at once, one KV cache each (1)")
+    p.add_argument("--queue", type=_nonnegative, default=8, help="requests that may wait for a slot (8); more get 503")
+    p.add_argument("--api-key", default=os.environ.get("ONEWELL_API_KEY"),
+                   help="require 'Authorization: Bearer KEY' (default: $ONEWELL_API_KEY, else no key)")
+    p.add_argument("--threads", type=_positive, default=None, help="worker threads of the native backend")
+    p.add_argument("--ctx-size", "-c", type=_positive, default=4096, help="context tokens per slot (4096)")
+    p.add_argument("--backend", choices=("native", "reference"), default="native")
+    p.add_argument("--name", default=None, help="model id reported by /v1/models (default: the file name)")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    return p
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    import uvicorn
+
+    import onewell
+
+    args = build_parser().parse_args(argv)
+    if not _is_loopback(args.host) and not args.api_key:
+        print(f"onewell serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
+              "port can use the model", file=sys.stderr)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
+    model = onewell.load(args.model, backend=args.backend, threads=args.threads, n_ctx=args.ctx_size)
+    name = args.name or (Path(args.model).stem if str(args.model).endswith(".gguf") else str(args.model))
+    app = create_app(model, parallel=args.parallel, queue=args.queue, api_key=args.api_key, model_name=name,
+                     threads=args.threads)
+    print(f"onewell serve: {name} on http://{args.host}:{args.port}/ ({args.parallel} slot(s) of "
+          f"{args.ctx_size} tokens, queue {args.queue})", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    return 0

@@ -1,0 +1,396 @@
+"""Slots, a bounded queue, and the tick loop that advances every active slot by one step.
+
+A slot is one sequence being generated: its own KV cache (a Backend), sampler, decoder and stop-string
+holdback. Requests wait in a FIFO queue of bounded length (full: QueueFullError, the server's 503) until a
+slot is free; the free slot whose cache shares the longest prefix with the prompt is chosen, so a chat
+that grows turn by turn evaluates only the new turn.
+
+Threads: the scheduler lives on the asyncio event loop; only the tick (forwards and sampling) runs in a
+worker thread, while the loop keeps serving other requests. Slot state is touched either by the loop
+between ticks or by the worker during one, never both at once, so it needs no lock. A cancelled job
+(client gone) frees its slot when the running tick ends, which is one token step (or one prefill chunk).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from onewell.errors import OnewellError
+from onewell.runtime.backend import Backend
+from onewell.runtime.generate import common_prefix_length
+from onewell.runtime.sampling import Sampler, SamplingParams
+from onewell.serve.streaming import Alternative, Release, StopHoldback, TokenLogprob
+from onewell.tokenizer import IncrementalDecoder, Tokenizer
+
+log = logging.getLogger("onewell.serve")
+
+# Prompt tokens a slot feeds per tick: a long prompt is prefilled in pieces, so the other slots keep
+# producing tokens in between instead of stalling for the whole prefill.
+PREFILL_CHUNK = 128
+
+
+class QueueFullError(OnewellError):
+    """Every slot is busy and the waiting queue is at capacity."""
+
+
+@dataclass
+class GenerationRequest:
+    prompt_ids: list[int]
+    max_tokens: int
+    sampling: SamplingParams
+    stop: Sequence[str] = ()
+    logprobs: int | None = None  # None: off; k: the chosen token's logprob and the k most likely alternatives
+    ignore_eos: bool = False
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    prompt_seconds: float  # admission to first token (waiting in the queue not included)
+    gen_seconds: float     # first token to last
+
+
+# Events a job receives, in order: any number of Chunk, then one Done or Failed.
+@dataclass
+class Chunk:
+    release: Release
+
+
+@dataclass
+class Done:
+    finish_reason: str  # "stop" (end-of-generation token or stop string) or "length"
+    usage: Usage
+
+
+@dataclass
+class Failed:
+    message: str
+
+
+Event = Chunk | Done | Failed
+
+
+class Job:
+    """One request's life in the scheduler. The server reads `events`; `cancel()` when the client leaves."""
+
+    def __init__(self, request: GenerationRequest, scheduler: Scheduler):
+        self.request = request
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self.cancelled = False
+        self.finished = False
+        self._scheduler = scheduler
+
+    def cancel(self) -> None:
+        """Idempotent; a finished job ignores it. Call from the event loop's thread."""
+        if self.finished or self.cancelled:
+            return
+        self.cancelled = True
+        self._scheduler._on_cancel(self)
+
+
+class Slot:
+    def __init__(self, index: int, backend: Backend, tokenizer: Tokenizer):
+        self.index = index
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.cache_ids: list[int] = []  # the tokens the KV cache holds, for prefix reuse
+        self.last_used = 0.0
+        self.job: Job | None = None
+
+    # -- between ticks (event loop) ---------------------------------------------------------------------
+
+    def assign(self, job: Job) -> None:
+        req = job.request
+        prompt = req.prompt_ids
+        reuse = min(common_prefix_length(self.cache_ids, prompt), len(prompt) - 1)  # >= 1 token for logits
+        self.backend.truncate(reuse)
+        del self.cache_ids[reuse:]
+        self.job = job
+        self.pending = list(prompt[reuse:])  # prompt tokens still to feed
+        self.next_input: list[int] = []
+        self.cached_tokens = reuse
+        self.sampler = Sampler(req.sampling)
+        self.decoder = IncrementalDecoder(self.tokenizer, skip_special=True)
+        self.holdback = StopHoldback(req.stop)
+        self.history = list(prompt)  # what the repetition penalty looks back over
+        self.generated = 0
+        self.started = time.perf_counter()
+        self.first_token_at: float | None = None
+
+    def release(self) -> None:
+        self.job = None
+        self.last_used = time.monotonic()
+
+    # -- inside a tick (worker thread) ------------------------------------------------------------------
+
+    def take_input(self, prefill_chunk: int) -> list[int]:
+        if self.pending:
+            chunk, self.pending = self.pending[:prefill_chunk], self.pending[prefill_chunk:]
+            return chunk
+        return self.next_input
+
+    def record_fed(self, tokens: list[int]) -> None:
+        """Keep cache_ids equal to what the cache holds, also after a forward that failed halfway."""
+        fed = self.cache_ids + tokens
+        self.cache_ids = fed[:self.backend.n_past]
+
+    def after_forward(self, logits: np.ndarray) -> list[Event]:
+        """Sample from the logits of the last fed token; returns the events for the job."""
+        if self.pending:
+            return []  # still prefilling: these logits belong to a prompt token
+        token = self.sampler.sample(logits, self.history)
+        now = time.perf_counter()
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.generated += 1
+        req = self.job.request
+        logprob = token_logprob(self.tokenizer, logits, token, req.logprobs) if req.logprobs is not None else None
+
+        if token in self.tokenizer.eog_ids and not req.ignore_eos:
+            return self._finish("stop", self.holdback.finish(self.decoder.flush()), logprob)
+        self.history.append(token)
+        self.next_input = [token]
+        release = self.holdback.push(self.decoder.add(token), logprob)
+        if self.holdback.stopped:
+            return self._finish("stop", release)
+        if self.generated >= req.max_tokens:
+            tail = self.holdback.finish(self.decoder.flush())
+            return self._finish("length", Release(release.text + tail.text, release.logprobs + tail.logprobs))
+        return [Chunk(release)] if release else []
+
+    def _finish(self, reason: str, release: Release, eog_logprob: TokenLogprob | None = None) -> list[Event]:
+        if eog_logprob is not None:  # the end token has no text, but clients asking for logprobs see it
+            release.logprobs.append(eog_logprob)
+        now = time.perf_counter()
+        first = self.first_token_at or now
+        usage = Usage(prompt_tokens=len(self.job.request.prompt_ids), completion_tokens=self.generated,
+                      cached_tokens=self.cached_tokens, prompt_seconds=first - self.started,
+                      gen_seconds=now - first)
+        events: list[Event] = [Chunk(release)] if release else []
+        return events + [Done(reason, usage)]
+
+
+def token_logprob(tokenizer: Tokenizer, logits: np.ndarray, token: int, k: int) -> TokenLogprob:
+    """log-softmax of the raw logits (the model's distribution, before temperature and filters)."""
+    x = np.asarray(logits, dtype=np.float64)
+    peak = x.max()
+    logp = x - (peak + np.log(np.exp(x - peak).sum()))
+    top: list[Alternative] = []
+    if k > 0:
+        best = np.argpartition(-logp, k - 1)[:k]
+        best = best[np.lexsort((best, -logp[best]))]
+        top = [_alternative(tokenizer, int(i), float(logp[i])) for i in best]
+    chosen = _alternative(tokenizer, token, float(logp[token]))
+    return TokenLogprob(chosen.token, chosen.logprob, chosen.bytes, tuple(top))
+
+
+def _alternative(tokenizer: Tokenizer, token: int, logprob: float) -> Alternative:
+    raw = tokenizer.token_bytes(token)
+    return Alternative(raw.decode("utf-8", errors="replace"), logprob, tuple(raw))
+
+
+# ==========================================================================================================
+# THE BATCHED STEP: the one function a native multi-sequence forward replaces.
+
+
+def step_sequences(backends: Sequence[Backend], inputs: Sequence[list[int]]) -> list[np.ndarray | Exception]:
+    """Append inputs[i] to sequence i and return the logits of its last token (or the exception it raised).
+
+    Today: one forward per sequence, one after another, each on the slot's own KV cache. A native step
+    that advances all sequences reading the weights once (what makes batching pay on a memory-bound CPU)
+    takes this signature; the scheduler around it stays as it is."""
+    out: list[np.ndarray | Exception] = []
+    for backend, tokens in zip(backends, inputs):
+        try:
+            out.append(backend.forward(tokens))
+        except Exception as e:  # one sequence failing must not take the others down
+            out.append(e)
+    return out
+
+# ==========================================================================================================
+
+
+@dataclass
+class Counters:
+    requests_served: int = 0
+    requests_rejected: int = 0
+    requests_cancelled: int = 0
+    requests_failed: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_cached: int = 0
+    tokens_generated: int = 0
+    ticks: int = 0
+
+
+@dataclass
+class Scheduler:
+    backends: Sequence[Backend]
+    tokenizer: Tokenizer
+    queue_capacity: int = 8
+    prefill_chunk: int = PREFILL_CHUNK
+    counters: Counters = field(default_factory=Counters)
+
+    def __post_init__(self) -> None:
+        if not self.backends:
+            raise ValueError("a scheduler needs at least one slot")
+        if self.queue_capacity < 0:
+            raise ValueError(f"queue capacity must be >= 0, got {self.queue_capacity}")
+        self.slots = [Slot(i, b, self.tokenizer) for i, b in enumerate(self.backends)]
+        self.queue: deque[Job] = deque()
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+
+    @property
+    def n_ctx(self) -> int:
+        return min(b.n_ctx for b in self.backends)
+
+    # -- lifecycle (call from the event loop) ------------------------------------------------------------
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="onewell-scheduler")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._wake.set()
+            await self._task
+            self._task = None
+        for job in list(self.queue) + [s.job for s in self.slots if s.job is not None]:
+            self._fail(job, "the server is shutting down")
+        self.queue.clear()
+        for slot in self.slots:
+            slot.release()
+
+    def submit(self, request: GenerationRequest) -> Job:
+        """Queue a request; raises QueueFullError when all slots are busy and the queue is full."""
+        if self._task is None or self._stopping:
+            raise RuntimeError("the scheduler is not running")
+        busy = all(s.job is not None for s in self.slots)
+        if busy and len(self.queue) >= self.queue_capacity:
+            self.counters.requests_rejected += 1
+            raise QueueFullError(f"all {len(self.slots)} slots are busy and {len(self.queue)} requests are "
+                                 "waiting; try again shortly")
+        job = Job(request, self)
+        self.queue.append(job)
+        self._wake.set()
+        return job
+
+    def metrics(self) -> dict[str, int]:
+        return {
+            "slots": len(self.slots),
+            "active_slots": sum(s.job is not None for s in self.slots),
+            "queue_length": len(self.queue),
+            "queue_capacity": self.queue_capacity,
+            **vars(self.counters),
+            "kv_tokens_in_use": sum(s.backend.n_past for s in self.slots),
+            "kv_tokens_capacity": sum(s.backend.n_ctx for s in self.slots),
+        }
+
+    # -- the loop ------------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                self._drop_cancelled()
+                self._admit()
+                active = [s for s in self.slots if s.job is not None]
+                if not active:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                results = await asyncio.to_thread(self._tick, active)
+                self.counters.ticks += 1
+                for slot, events in results:
+                    self._deliver(slot, events)
+            except Exception:  # a bug here must not leave every later request hanging
+                log.exception("scheduler tick failed; failing the active requests")
+                for slot in self.slots:
+                    if slot.job is not None:
+                        self._fail(slot.job, "internal error while generating")
+                        slot.backend.reset()
+                        slot.cache_ids.clear()
+                        slot.release()
+
+    def _tick(self, active: list[Slot]) -> list[tuple[Slot, list[Event]]]:
+        """Worker thread: one step for every active slot."""
+        prefilling = [bool(slot.pending) for slot in active]
+        inputs = [slot.take_input(self.prefill_chunk) for slot in active]
+        outcomes = step_sequences([slot.backend for slot in active], inputs)
+        results = []
+        for slot, tokens, was_prefill, outcome in zip(active, inputs, prefilling, outcomes):
+            slot.record_fed(tokens)
+            if was_prefill:
+                self.counters.prompt_tokens_evaluated += len(tokens)
+            if isinstance(outcome, Exception):
+                log.error("forward failed in slot %d", slot.index, exc_info=outcome)
+                results.append((slot, [Failed("internal error while generating")]))
+                continue
+            try:
+                results.append((slot, slot.after_forward(outcome)))
+            except Exception:
+                log.exception("sampling failed in slot %d", slot.index)
+                results.append((slot, [Failed("internal error while sampling")]))
+        return results
+
+    def _deliver(self, slot: Slot, events: list[Event]) -> None:
+        job = slot.job
+        finished = bool(events) and isinstance(events[-1], (Done, Failed))
+        if job.cancelled:  # the client left during the tick: nobody reads these events
+            self._free(slot)
+            return
+        for event in events:
+            job.events.put_nowait(event)
+        if finished:
+            job.finished = True
+            last = events[-1]
+            if isinstance(last, Done):
+                self.counters.requests_served += 1
+                self.counters.prompt_tokens_cached += last.usage.cached_tokens
+                self.counters.tokens_generated += last.usage.completion_tokens
+            else:
+                self.counters.requests_failed += 1
+            self._free(slot)
+
+    def _free(self, slot: Slot) -> None:
+        slot.release()
+        self._wake.set()
+
+    def _admit(self) -> None:
+        free = [s for s in self.slots if s.job is None]
+        while self.queue and free:
+            job = self.queue.popleft()
+            prompt = job.request.prompt_ids
+            # Longest shared prefix first; among equals the least recently used, keeping warm caches warm.
+            slot = max(free, key=lambda s: (common_prefix_length(s.cache_ids, prompt), -s.last_used))
+            free.remove(slot)
+            slot.assign(job)
+
+    def _drop_cancelled(self) -> None:
+        for slot in self.slots:
+            if slot.job is not None and slot.job.cancelled:
+                self._free(slot)
+
+    def _on_cancel(self, job: Job) -> None:
+        self.counters.requests_cancelled += 1
+        try:
+            self.queue.remove(job)
+        except ValueError:
+            pass  # it holds a slot: the loop frees it once the running tick is over
+        if self._wake is not None:
+            self._wake.set()
+
+    def _fail(self, job: Job, message: str) -> None:
+        if not job.finished:
+            job.finished = True
+            job.events.put_nowait(Failed(message))

@@ -1,0 +1,41 @@
+"""One Backend per server slot: each slot owns its KV cache, all of them share the model's weights.
+
+Slots are advanced one after another by the scheduler's worker thread (never two forwards at once), so a
+native backend per slot may use every thread it was given without oversubscribing the cores.
+"""
+from __future__ import annotations
+
+import copy
+
+from onewell.models.base import ModelSpec
+from onewell.runtime.backend import Backend
+
+
+def new_sequence_backend(backend: Backend, spec: ModelSpec, threads: int | None = None) -> Backend:
+    """A backend with an empty KV cache of the same size that reads the same weights as `backend`."""
+    fork = getattr(backend, "fork", None)
+    if callable(fork):  # the clean way: the backend knows what is shared and what is per sequence
+        return fork()
+
+    from onewell.runtime.kv_cache import KVCache
+    from onewell.runtime.reference import ReferenceBackend
+
+    if isinstance(backend, ReferenceBackend):
+        # Its dequantized float32 weights (~4 bytes per parameter) are worth sharing: copy the object
+        # shallowly and give the copy a cache of its own.
+        clone = copy.copy(backend)
+        cfg = spec.config
+        clone.cache = KVCache(cfg.n_layer, backend.n_ctx, cfg.n_head_kv, cfg.head_dim)
+        return clone
+    # Backends that read the mmapped GGUF directly share the weights through the page cache anyway.
+    kwargs = {"n_ctx": backend.n_ctx}
+    if threads is not None:
+        kwargs["threads"] = threads
+    return type(backend)(spec, **kwargs)
+
+
+def slot_backends(backend: Backend, spec: ModelSpec, n_slots: int, threads: int | None = None) -> list[Backend]:
+    """`backend` itself serves slot 0; slots 1.. get new sequences beside it."""
+    if n_slots < 1:
+        raise ValueError(f"a server needs at least one slot, got {n_slots}")
+    return [backend] + [new_sequence_backend(backend, spec, threads) for _ in range(n_slots - 1)]
