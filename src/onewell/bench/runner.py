@@ -1,0 +1,208 @@
+"""Timed prompt-processing (pp) and generation (tg) runs of one engine, at each thread count, with repetitions.
+
+pp N: one forward of N prompt tokens from an empty cache (the time to first token, minus sampling).
+tg N: N single-token greedy steps after a 1-token prompt; each step feeds back the argmax of the last. Only
+      the N steps are timed. Decode reads every weight once per token, so tg is the memory-bound test.
+
+Token ids are fixed pseudo-random numbers (seeded): speed does not depend on what the tokens say, and no
+tokenizer is needed. Order within a thread count: read bandwidth first (nothing else running), then the
+engine's warm-up (a full pp and one tg token, as llama-bench does), then for each repetition every test once,
+followed by the other engine's run if comparing (A B A B ...: both see the same machine state, whatever the
+host does meanwhile). Only one engine backend exists at a time, so idle thread pools never compete.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+
+TG_PROMPT_TOKENS = 1  # positions of tg N are 1..N, next to llama-bench's 0..N-1
+
+
+@dataclass(frozen=True)
+class BenchTest:
+    kind: Literal["pp", "tg"]
+    n_tokens: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}{self.n_tokens}"
+
+    @classmethod
+    def parse(cls, name: str) -> BenchTest:
+        kind, digits = name[:2], name[2:]
+        if kind not in ("pp", "tg") or not digits.isdigit() or int(digits) <= 0:
+            raise ValueError(f"test names look like pp128 or tg32, got {name!r}")
+        return cls(kind, int(digits))  # type: ignore[arg-type]
+
+
+def make_tests(n_prompt: Sequence[int], n_gen: Sequence[int]) -> list[BenchTest]:
+    """pp tests then tg tests; 0 in either list means none of that kind (as llama-bench's -p 0 / -n 0)."""
+    tests = [BenchTest("pp", n) for n in n_prompt if n > 0] + [BenchTest("tg", n) for n in n_gen if n > 0]
+    if not tests:
+        raise ValueError("nothing to measure: every prompt and generation size is 0")
+    return tests
+
+
+def context_needed(tests: Sequence[BenchTest]) -> int:
+    return max(t.n_tokens if t.kind == "pp" else TG_PROMPT_TOKENS + t.n_tokens for t in tests)
+
+
+def token_ids(n_vocab: int, n: int, seed: int) -> list[int]:
+    return np.random.default_rng(seed).integers(0, n_vocab, size=n).tolist()
+
+
+def _greedy_step(backend, token: int) -> int:
+    """Evaluate one token and return the most likely next one (the native backend does the argmax in C)."""
+    argmax = getattr(backend, "forward_argmax", None)
+    if argmax is not None:
+        return int(argmax([token]))
+    return int(np.argmax(backend.forward([token])))
+
+
+class EngineTimer:
+    """Runs the tests on one backend (one thread count)."""
+
+    def __init__(self, backend, n_vocab: int, seed: int = 0):
+        self.backend = backend
+        self.n_vocab = n_vocab
+        self.seed = seed
+
+    def run(self, test: BenchTest) -> float:
+        """Seconds the test took."""
+        return self.time_pp(test.n_tokens) if test.kind == "pp" else self.time_tg(test.n_tokens)
+
+    def time_pp(self, n: int) -> float:
+        ids = token_ids(self.n_vocab, n, self.seed)
+        self.backend.reset()
+        start = time.perf_counter_ns()
+        self.backend.forward(ids)
+        return (time.perf_counter_ns() - start) * 1e-9
+
+    def time_tg(self, n: int) -> float:
+        prompt = token_ids(self.n_vocab, TG_PROMPT_TOKENS, self.seed + 1)
+        self.backend.reset()
+        token = int(np.argmax(self.backend.forward(prompt)))
+        start = time.perf_counter_ns()
+        for _ in range(n):
+            token = _greedy_step(self.backend, token)
+        return (time.perf_counter_ns() - start) * 1e-9
+
+    def warm_up(self, tests: Sequence[BenchTest]) -> None:
+        """Page in the weights, start the pool's threads, allocate scratch: what a first run pays once."""
+        pp = [t for t in tests if t.kind == "pp"]
+        if pp:
+            self.time_pp(max(t.n_tokens for t in pp))
+        if any(t.kind == "tg" for t in tests):
+            self.time_tg(1)
+
+
+def profile_tokens(backend, n_vocab: int, n_tokens: int, seed: int = 0) -> dict | None:
+    """Per-op time of generated tokens from the backend's native timers: {"ops": {op: {"ns", "count"}},
+    "tokens", "wall_ns"}; None when the backend has no timers (the reference backend)."""
+    stats_of = getattr(backend, "profile_stats", None)
+    if stats_of is None or not hasattr(backend, "profile"):
+        return None
+    timer = EngineTimer(backend, n_vocab, seed)
+    _set_profile(backend, True)
+    try:
+        _reset_profile(backend)
+        wall = timer.time_tg(n_tokens)
+        raw = stats_of()
+    finally:
+        _set_profile(backend, False)
+    return {"ops": normalize_op_stats(raw), "tokens": n_tokens, "wall_ns": wall * 1e9}
+
+
+def _set_profile(backend, on: bool) -> None:
+    attr = getattr(backend, "profile")
+    if callable(attr):
+        attr(on)
+    else:
+        backend.profile = on
+
+
+def _reset_profile(backend) -> None:
+    reset = getattr(backend, "reset_profile", None) or getattr(backend, "profile_reset", None)
+    if reset is not None:
+        reset()
+
+
+def normalize_op_stats(raw) -> dict[str, dict[str, float]]:
+    """{op: {"ns": total nanoseconds, "count": calls}} from the backend's profile_stats()."""
+    ops: dict[str, dict[str, float]] = {}
+    for op, value in dict(raw).items():
+        if isinstance(value, dict):
+            ns, count = value.get("ns", value.get("nanoseconds", 0)), value.get("count", value.get("calls", 0))
+        else:
+            ns, count = value
+        if ns:
+            ops[str(op)] = {"ns": float(ns), "count": float(count)}
+    return ops
+
+
+@dataclass
+class RunResult:
+    """Raw measurements: seconds per repetition by (engine, test name, threads)."""
+    seconds: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
+    bandwidth: dict[int, dict[str, float]] = field(default_factory=dict)  # threads -> read GB/s median/min/max
+    profile: dict | None = None
+    profile_threads: int | None = None
+
+    def add(self, engine: str, test: str, threads: int, seconds: float) -> None:
+        self.seconds.setdefault((engine, test, threads), []).append(seconds)
+
+
+def run_benchmark(
+    make_backend: Callable[[int], object],
+    n_vocab: int,
+    tests: Sequence[BenchTest],
+    threads: Sequence[int],
+    reps: int,
+    *,
+    warmup: bool = True,
+    seed: int = 0,
+    bandwidth: Callable[[int], dict[str, float]] | None = None,
+    other: Callable[[int], dict[str, float]] | None = None,
+    other_name: str = "llama.cpp",
+    profile_threads: int | None = None,
+    profile_n_tokens: int = 16,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> RunResult:
+    """Measure every test at every thread count, `reps` times. `other(threads)` runs the comparison engine
+    once per repetition and returns {test name: seconds}; `bandwidth(threads)` returns read GB/s stats."""
+    if reps <= 0:
+        raise ValueError(f"reps must be at least 1, got {reps}")
+    result = RunResult()
+    for t in threads:
+        if bandwidth is not None:
+            log(f"read bandwidth, {t} thread(s)")
+            result.bandwidth[t] = bandwidth(t)
+        backend = make_backend(t)
+        timer = None
+        try:
+            timer = EngineTimer(backend, n_vocab, seed)
+            if warmup:
+                log(f"onewell warm-up, {t} thread(s)")
+                timer.warm_up(tests)
+            for rep in range(reps):
+                log(f"{t} thread(s), repetition {rep + 1}/{reps}")
+                for test in tests:
+                    result.add("onewell", test.name, t, timer.run(test))
+                if other is not None:
+                    for name, secs in other(t).items():
+                        result.add(other_name, name, t, secs)
+            if profile_threads == t:
+                log(f"per-op profile, {t} thread(s)")
+                result.profile = profile_tokens(backend, n_vocab, profile_n_tokens, seed)
+                result.profile_threads = t if result.profile is not None else None
+        finally:
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+            backend = timer = None
+            gc.collect()  # free this thread count's pool and buffers before the next one starts
+    return result
