@@ -32,7 +32,7 @@ def test_run_reports_per_rep_seconds_and_checksum(kind):
     arrays = 1 if kind == "read" else 3
     assert len(seconds) == 3 and all(s > 0 and math.isfinite(s) for s in seconds)
     assert traffic % (arrays * 64) == 0 and (3 << 20) - arrays * 64 < traffic <= 3 << 20
-    assert checksum == (traffic / 8 if kind == "read" else 14.0)
+    assert checksum == (traffic / 8 if kind == "read" else 7.0 * traffic / 24)
 
 
 def test_measure_bandwidth_is_sane():
@@ -72,3 +72,19 @@ def test_measure_rejects_bad_arguments():
         bandwidth.measure_bandwidth(threads=[1], size_mb=1, kinds=["nope"])
     with pytest.raises(ValueError):
         _core.bandwidth_run(None, 7, 1 << 20, 1)
+
+
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
+def test_every_isa_path_of_the_probe(isa, monkeypatch):
+    best = _core.cpu_features()["isa"]
+    order = ["generic", "avx2", "avx512"]
+    if order.index(isa) > order.index(best):
+        pytest.skip(f"this CPU tops out at {best}")
+    monkeypatch.setenv("ONEWELL_ISA", isa)  # the probe picks its kernels at every run
+    assert _core.bandwidth_isa() == isa
+    x = np.random.default_rng(2).random(100_001)
+    with ThreadPool(2) as pool:
+        assert _core.bandwidth_read_sum(pool.capsule, x, x.size) == pytest.approx(float(np.sum(x)), rel=1e-12)
+        for kind in bandwidth.KINDS.values():
+            seconds, traffic, checksum = _core.bandwidth_run(pool.capsule, kind, 1 << 20, 2)
+            assert checksum == (traffic / 8 if kind == 0 else 7.0 * traffic / 24)

@@ -18,7 +18,8 @@ typedef enum {
  * has each pool thread first-touch the range it will later stream (static partition), then times `reps`
  * repetitions of `kind` across the pool. Outputs: seconds[reps] (wall time of each repetition),
  * *traffic_bytes (bytes counted per repetition: divide to get bandwidth), *checksum (read: the sum, which is
- * the element count as every element is 1.0; triad: sum of a few elements of `a`, each 1 + s*2).
+ * the element count as every element is 1.0; triad: the sum of `a` after the last repetition, every element
+ * 1 + 3*2 = 7, so 7 * element count).
  * Returns 0, or -1 if memory could not be had (nothing is leaked). The best ISA path is ow_isa_best()'s. */
 int ow_bandwidth_run(ow_pool *p, ow_bw_kind kind, int64_t total_bytes, int reps, double *seconds,
                      int64_t *traffic_bytes, double *checksum);

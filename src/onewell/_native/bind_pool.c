@@ -17,13 +17,11 @@
 
 /* ---- helpers ---- */
 
+/* Keeps the GIL (destructors may run during finalization); no job can be running, so the join is quick. */
 static void pool_capsule_free(PyObject *cap) {
     ow_pool *p = PyCapsule_GetPointer(cap, POOL_CAPSULE);
-    if (p) {
-        Py_BEGIN_ALLOW_THREADS
-        ow_pool_destroy(p);
-        Py_END_ALLOW_THREADS
-    }
+    if (p) ow_pool_destroy(p);
+    else PyErr_Clear();
 }
 
 /* None -> NULL (run on the calling thread); a pool capsule -> its pool; anything else -> error (returns -1). */

@@ -57,7 +57,8 @@ class BandwidthResult:
 
 
 def _check_checksum(kind: str, traffic_bytes: int, checksum: float) -> None:
-    expect = traffic_bytes / 8 if kind == "read" else 2 * TRIAD_CHECK  # read: every element is 1.0
+    n = traffic_bytes // 8 // (1 if kind == "read" else 3)  # elements per array
+    expect = float(n) if kind == "read" else TRIAD_CHECK * n   # read: every element is 1.0; triad: sum of a
     if checksum != expect:
         raise RuntimeError(f"bandwidth {kind}: checksum {checksum!r} != {expect!r}: the kernel computed something else")
 
