@@ -1,0 +1,252 @@
+/* The executor's life cycle and the forward step (the order of the jobs in executor_jobs.c). */
+#define _POSIX_C_SOURCE 200809L  /* clock_gettime under -std=c11 */
+#include "executor_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const prof_names[OW_PROF_COUNT] = {
+    "embed", "norm_quant", "qkv_matmul", "rope_kv", "attention", "wo_matmul",
+    "ffn_gate_up_matmul", "swiglu", "down_matmul", "output_matmul", "idle",
+};
+
+const char *ow_prof_name(ow_prof_cat c) { return (c >= 0 && c < OW_PROF_COUNT) ? prof_names[c] : "?"; }
+
+/* --- the description: cheap consistency checks (Python's plan has checked everything with good messages) --- */
+
+static int matrix_ok(const ow_matrix *m, int64_t rows, int64_t cols) {
+    if (!m->data || m->rows != rows || m->cols != cols || !ow_wtype_supported(m->type)) return 0;
+    const int64_t bs = ow_type_block_size((ow_ggml_type)m->type);
+    const int64_t abs_ = ow_type_block_size(ow_act_type_for((ow_wtype)m->type));
+    if (bs <= 0 || cols % bs || abs_ <= 0 || cols % abs_) return 0;
+    return m->row_bytes == (size_t)(cols / bs) * ow_type_block_bytes((ow_ggml_type)m->type);
+}
+
+static int desc_ok(const ow_model_desc *d) {
+    if (!d || !d->layers || !d->output_norm) return 0;
+    if (d->n_vocab < 1 || d->n_embd < 1 || d->n_layer < 1 || d->n_head < 1 || d->n_head_kv < 1 || d->head_dim < 2 ||
+        d->n_ff < 1 || d->n_head % d->n_head_kv || d->head_dim % 2 || !(d->rms_eps > 0) || !(d->rope_theta > 0) ||
+        (d->rope_style != OW_ROPE_NORMAL && d->rope_style != OW_ROPE_NEOX))
+        return 0;
+    if (!matrix_ok(&d->output, d->n_vocab, d->n_embd)) return 0;
+    const ow_matrix *te = &d->token_embd;
+    if (!te->data || te->rows != d->n_vocab || te->cols != d->n_embd || !ow_wtype_supported(te->type) ||
+        d->n_embd % ow_type_block_size((ow_ggml_type)te->type) ||
+        te->row_bytes != (size_t)(d->n_embd / ow_type_block_size((ow_ggml_type)te->type)) *
+                             ow_type_block_bytes((ow_ggml_type)te->type))
+        return 0;
+    const int64_t nq = d->n_head * d->head_dim, nkv = d->n_head_kv * d->head_dim;
+    for (int64_t l = 0; l < d->n_layer; l++) {
+        const ow_layer_desc *L = &d->layers[l];
+        if (!L->attn_norm || !L->ffn_norm) return 0;
+        if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) return 0;
+        if (!matrix_ok(&L->wq, nq, d->n_embd) || !matrix_ok(&L->wk, nkv, d->n_embd) ||
+            !matrix_ok(&L->wv, nkv, d->n_embd) || !matrix_ok(&L->wo, d->n_embd, nq) ||
+            !matrix_ok(&L->w_gate, d->n_ff, d->n_embd) || !matrix_ok(&L->w_up, d->n_ff, d->n_embd) ||
+            !matrix_ok(&L->w_down, d->n_embd, d->n_ff))
+            return 0;
+    }
+    return 1;
+}
+
+/* --- life cycle ------------------------------------------------------------------------------------------- */
+
+static size_t aligned(size_t bytes) { return (bytes + OW_ALIGN - 1) / OW_ALIGN * OW_ALIGN; }
+
+static void *carve(uint8_t **cursor, size_t bytes) {
+    void *p = *cursor;
+    *cursor += aligned(bytes);
+    return p;
+}
+
+void ow_executor_destroy(ow_executor *ex) {
+    if (!ex) return;
+    ow_pool_destroy(ex->pool);
+    free(ex->k_cache);
+    free(ex->v_cache);
+    free(ex->arena);
+    free(ex->tprof);
+    free(ex->layers);
+    free(ex);
+}
+
+ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch) {
+    if (!desc_ok(desc) || n_ctx < 1 || max_batch < 1 || max_batch > n_ctx) return NULL;
+    if (n_threads < 1) n_threads = 1;
+    ow_executor *ex = calloc(1, sizeof *ex);
+    if (!ex) return NULL;
+    ex->d = *desc;
+    ex->n_threads = n_threads;
+    ex->n_ctx = n_ctx;
+    ex->max_batch = max_batch;
+    ex->kpath = ow_kpath_for_isa(ow_isa_best());
+    ex->chunk_rows = OW_DEFAULT_CHUNK_ROWS;
+    ex->n_q = desc->n_head * desc->head_dim;
+    ex->n_kv = desc->n_head_kv * desc->head_dim;
+    ex->attn_scale = (float)(1.0 / sqrt((double)desc->head_dim));
+    atomic_init(&ex->busy, 0);
+
+    const size_t n_layers = (size_t)desc->n_layer;
+    ex->layers = malloc(n_layers * sizeof *ex->layers);
+    ex->tprof = aligned_alloc(OW_ALIGN, aligned(sizeof(ow_thread_prof) * (size_t)n_threads));
+    /* KV cache: large and touched only as positions fill (the allocator maps fresh zero pages lazily) */
+    const size_t kv_bytes = aligned(n_layers * (size_t)n_ctx * (size_t)ex->n_kv * sizeof(float));
+    ex->k_cache = aligned_alloc(OW_ALIGN, kv_bytes);
+    ex->v_cache = aligned_alloc(OW_ALIGN, kv_bytes);
+    if (!ex->layers || !ex->tprof || !ex->k_cache || !ex->v_cache) goto fail;
+    memcpy(ex->layers, desc->layers, n_layers * sizeof *ex->layers);
+    ex->d.layers = ex->layers;
+
+    const size_t B = (size_t)max_batch, F = sizeof(float);
+    const size_t ne = (size_t)desc->n_embd, nq = (size_t)ex->n_q, nff = (size_t)desc->n_ff;
+    size_t widest = ne > nq ? ne : nq;
+    if (nff > widest) widest = nff;
+    ex->xq_slot_bytes = B * aligned(4 * widest);  /* F32 activations are the widest format */
+    const size_t sizes[] = {
+        B * ne * F, B * ne * F, B * nq * F, B * nq * F, B * ne * F, B * 2 * nff * F, B * nff * F,
+        B * (size_t)desc->head_dim * F, B * sizeof(int32_t), (size_t)n_threads * (size_t)n_ctx * F,
+        (size_t)desc->n_vocab * F,
+    };
+    size_t total = OW_ACT_SLOTS * aligned(ex->xq_slot_bytes);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += aligned(sizes[i]);
+    ex->arena = aligned_alloc(OW_ALIGN, total);
+    if (!ex->arena) goto fail;
+    memset(ex->arena, 0, total);
+    uint8_t *cur = ex->arena;
+    ex->x = carve(&cur, sizes[0]);
+    ex->xn = carve(&cur, sizes[1]);
+    ex->q = carve(&cur, sizes[2]);
+    ex->attn = carve(&cur, sizes[3]);
+    ex->proj = carve(&cur, sizes[4]);
+    ex->gate_up = carve(&cur, sizes[5]);
+    ex->ffn = carve(&cur, sizes[6]);
+    ex->rope_cs = carve(&cur, sizes[7]);
+    ex->pos = carve(&cur, sizes[8]);
+    ex->scores = carve(&cur, sizes[9]);
+    ex->logits_tmp = carve(&cur, sizes[10]);
+    for (int s = 0; s < OW_ACT_SLOTS; s++) ex->xq[s] = carve(&cur, ex->xq_slot_bytes);
+
+    ex->pool = ow_pool_create(n_threads);
+    if (!ex->pool) goto fail;
+    return ex;
+fail:
+    ow_executor_destroy(ex);
+    return NULL;
+}
+
+/* --- settings and profile --------------------------------------------------------------------------------- */
+
+int ow_executor_set_kpath(ow_executor *ex, int kpath) {
+    if (kpath < 0 || kpath >= OW_KPATH_COUNT || !ow_kpath_available((ow_kpath)kpath)) return -1;
+    ex->kpath = (ow_kpath)kpath;
+    return 0;
+}
+int ow_executor_kpath(const ow_executor *ex) { return (int)ex->kpath; }
+
+void ow_executor_set_chunk_rows(ow_executor *ex, int64_t rows) {
+    if (rows < OW_ROW_TILE) rows = OW_ROW_TILE;
+    ex->chunk_rows = (rows + OW_ROW_TILE - 1) / OW_ROW_TILE * OW_ROW_TILE;
+}
+int64_t ow_executor_chunk_rows(const ow_executor *ex) { return ex->chunk_rows; }
+int ow_executor_threads(const ow_executor *ex) { return ex->n_threads; }
+int ow_executor_n_ctx(const ow_executor *ex) { return ex->n_ctx; }
+int ow_executor_max_batch(const ow_executor *ex) { return ex->max_batch; }
+int64_t ow_executor_n_vocab(const ow_executor *ex) { return ex->d.n_vocab; }
+
+void ow_executor_set_profile(ow_executor *ex, int on) { ex->profile = on != 0; }
+void ow_executor_profile(const ow_executor *ex, ow_exec_profile *out) { *out = ex->prof; }
+void ow_executor_reset_profile(ow_executor *ex) { memset(&ex->prof, 0, sizeof ex->prof); }
+
+/* --- the step --------------------------------------------------------------------------------------------- */
+
+/* Wall time of a phase run on the calling thread only. */
+static void charge(ow_executor *ex, ow_prof_cat c, int64_t t0) {
+    if (ex->profile) ex->prof.ns[c] += ow_now_ns() - t0;
+}
+
+static int check_step(const ow_executor *ex, const int32_t *tokens, int n, int pos0, const float *logits, int mode) {
+    if (!tokens || n < 1 || pos0 < 0 || mode < OW_LOGITS_LAST || mode > OW_LOGITS_NONE) return OW_EXEC_EARG;
+    if ((mode == OW_LOGITS_LAST || mode == OW_LOGITS_ALL) && !logits) return OW_EXEC_EARG;
+    if (n > ex->max_batch) return OW_EXEC_EBATCH;
+    if ((int64_t)pos0 + n > ex->n_ctx) return OW_EXEC_ECTX;
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= ex->d.n_vocab) return OW_EXEC_ETOKEN;
+    return OW_EXEC_OK;
+}
+
+static void embed(ow_executor *ex, const int32_t *tokens, int n) {
+    const ow_matrix *te = &ex->d.token_embd;
+    for (int t = 0; t < n; t++)
+        ow_dequantize_row(te->type, te->data + (size_t)tokens[t] * te->row_bytes, ex->x + (int64_t)t * ex->d.n_embd,
+                          ex->d.n_embd);
+}
+
+static void layer_step(ow_executor *ex, int l, int n, int pos0) {
+    const ow_layer_desc *L = &ex->layers[l];
+    const int64_t ne = ex->d.n_embd;
+    ow_act_view v[3];
+
+    const ow_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->attn_norm, qkv, 3, v);
+    ow_exec_qkv(ex, l, n, pos0, v);
+    ow_exec_attention(ex, l, n, pos0);
+
+    const ow_matrix *wo[1] = {&L->wo};
+    ow_exec_prepare_input(ex, ex->attn, ex->n_q, n, ex->n_q, NULL, wo, 1, v);
+    ow_exec_matmul_residual(ex, &L->wo, v[0], n, OW_PROF_WO);
+
+    const ow_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
+    ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->ffn_norm, gate_up, 2, v);
+    ow_exec_gate_up(ex, &L->w_gate, &L->w_up, v, n);
+
+    const ow_matrix *down[1] = {&L->w_down};
+    ow_exec_prepare_input(ex, ex->ffn, ex->d.n_ff, n, ex->d.n_ff, NULL, down, 1, v);
+    ow_exec_matmul_residual(ex, &L->w_down, v[0], n, OW_PROF_DOWN);
+}
+
+static int64_t output_step(ow_executor *ex, int n, float *logits, int mode) {
+    const int64_t ne = ex->d.n_embd, nv = ex->d.n_vocab;
+    const ow_matrix *out[1] = {&ex->d.output};
+    ow_act_view v;
+    if (mode == OW_LOGITS_ALL) {
+        ow_exec_prepare_input(ex, ex->x, ne, n, ne, ex->d.output_norm, out, 1, &v);
+        ow_exec_output(ex, v, n, logits, nv);
+        return OW_EXEC_OK;
+    }
+    ow_exec_prepare_input(ex, ex->x + (int64_t)(n - 1) * ne, ne, 1, ne, ex->d.output_norm, out, 1, &v);
+    if (mode == OW_LOGITS_LAST) {
+        ow_exec_output(ex, v, 1, logits, nv);
+        return OW_EXEC_OK;
+    }
+    ow_exec_output(ex, v, 1, ex->logits_tmp, nv);
+    const int64_t t0 = ex->profile ? ow_now_ns() : 0;
+    const int64_t best = ow_argmax_f32(ex->logits_tmp, nv);
+    charge(ex, OW_PROF_OUTPUT, t0);
+    return best;
+}
+
+int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n, int pos0, float *logits, int mode) {
+    if (!ex) return OW_EXEC_EARG;
+    const int status = check_step(ex, tokens, n, pos0, logits, mode);
+    if (status != OW_EXEC_OK) return status;
+    if (atomic_exchange(&ex->busy, 1)) return OW_EXEC_EBUSY;
+
+    int64_t t0 = ex->profile ? ow_now_ns() : 0;
+    embed(ex, tokens, n);
+    charge(ex, OW_PROF_EMBED, t0);
+    t0 = ex->profile ? ow_now_ns() : 0;
+    for (int t = 0; t < n; t++) ex->pos[t] = pos0 + t;
+    ow_rope_table_f32(ex->rope_cs, ex->pos, n, ex->d.head_dim, ex->d.rope_theta);  /* shared by every layer */
+    charge(ex, OW_PROF_ROPE_KV, t0);
+
+    for (int l = 0; l < (int)ex->d.n_layer; l++) layer_step(ex, l, n, pos0);
+
+    const int64_t result = mode == OW_LOGITS_NONE ? OW_EXEC_OK : output_step(ex, n, logits, mode);
+    if (ex->profile) {
+        ex->prof.calls++;
+        ex->prof.tokens += n;
+    }
+    atomic_store(&ex->busy, 0);
+    return result;
+}

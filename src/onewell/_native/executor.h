@@ -1,0 +1,111 @@
+/* The native executor: a whole forward step of a decoder-only transformer (Llama / Qwen2 family) in one call.
+ *
+ * The weights stay where Python put them (raw GGUF rows, zero-copy from the file mapping); the executor owns a
+ * thread pool, an f32 KV cache and scratch buffers sized once for max_batch tokens, so a step allocates nothing.
+ * Every size was validated in Python first (onewell/runtime/plan.py); the C side rechecks what is cheap and
+ * returns an error code rather than touching memory it should not.
+ *
+ * Determinism: every output element is computed by one thread in a fixed order that does not depend on the
+ * thread count (matmul chunks are whole row tiles of fixed size; norms, RoPE, attention work per row/head),
+ * so logits are bit-identical for any number of threads. docs/architecture.md describes the step.
+ */
+#ifndef ONEWELL_EXECUTOR_H
+#define ONEWELL_EXECUTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A weight matrix as stored: rows x cols of a ggml type, row r at data + r*row_bytes (any alignment). */
+typedef struct {
+    const uint8_t *data;
+    int32_t type;      /* ow_ggml_type */
+    int64_t rows, cols;
+    size_t row_bytes;
+} ow_matrix;
+
+typedef struct {
+    const float *attn_norm, *ffn_norm;  /* [n_embd] */
+    const float *bq, *bk, *bv;          /* [rows of wq/wk/wv], or all NULL (no q/k/v biases) */
+    ow_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+} ow_layer_desc;
+
+typedef struct {
+    int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    float rope_theta, rms_eps;
+    int rope_style;                 /* ow_rope_style: 0 normal (pairs 2i, 2i+1), 1 neox (pairs i, i + hd/2) */
+    ow_matrix token_embd, output;   /* both [n_vocab][n_embd]; the same table when embeddings are tied */
+    const float *output_norm;       /* [n_embd] */
+    const ow_layer_desc *layers;    /* [n_layer], copied by ow_executor_create */
+} ow_model_desc;
+
+typedef enum {
+    OW_LOGITS_LAST = 0,    /* logits of the last token: n_vocab floats */
+    OW_LOGITS_ALL = 1,     /* logits of every token: n_tokens x n_vocab floats */
+    OW_LOGITS_ARGMAX = 2,  /* greedy: forward returns the id of the last token's largest logit; logits unused */
+    OW_LOGITS_NONE = 3,    /* only fill the KV cache (a prefill chunk that is not the last) */
+} ow_logits_mode;
+
+typedef enum {
+    OW_EXEC_OK = 0,
+    OW_EXEC_EARG = -1,      /* bad arguments: null pointers, n_tokens < 1, unknown mode */
+    OW_EXEC_ETOKEN = -2,    /* a token id outside [0, n_vocab) */
+    OW_EXEC_ECTX = -3,      /* pos0 + n_tokens > n_ctx */
+    OW_EXEC_EBATCH = -4,    /* n_tokens > max_batch */
+    OW_EXEC_EBUSY = -5,     /* another thread is running a step on this executor */
+} ow_exec_status;
+
+/* Profile categories: wall time of each phase. A parallel job's wall time is split into idle (threads done
+ * with their share, waiting at the barrier for the last, or never woken) and work; the work of a job that
+ * fuses two ops (Q/K/V matmul + RoPE/KV store, gate/up matmul + SwiGLU) is split by their thread time. */
+typedef enum {
+    OW_PROF_EMBED,
+    OW_PROF_NORM_QUANT,   /* RMSNorm and activation quantization before each matmul */
+    OW_PROF_QKV,
+    OW_PROF_ROPE_KV,      /* q/k/v bias, RoPE, KV-cache store */
+    OW_PROF_ATTENTION,
+    OW_PROF_WO,           /* includes the residual add */
+    OW_PROF_GATE_UP,
+    OW_PROF_SWIGLU,
+    OW_PROF_DOWN,         /* includes the residual add */
+    OW_PROF_OUTPUT,       /* final norm is in NORM_QUANT; includes the greedy argmax */
+    OW_PROF_IDLE,
+    OW_PROF_COUNT,
+} ow_prof_cat;
+
+typedef struct {
+    int64_t ns[OW_PROF_COUNT];
+    int64_t calls, tokens;
+} ow_exec_profile;
+
+typedef struct ow_executor ow_executor;
+
+/* NULL if memory or threads could not be had, or desc is inconsistent (the Python plan checks it first). */
+ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch);
+void ow_executor_destroy(ow_executor *ex);
+
+/* Run tokens[0..n_tokens) at positions pos0.. : fills the KV cache there and writes logits per mode.
+ * Returns OW_EXEC_OK (or the token id for OW_LOGITS_ARGMAX), or a negative ow_exec_status. */
+int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n_tokens, int pos0, float *logits,
+                            int logits_mode);
+
+/* Kernel path (ow_kpath) of the matmuls; default ow_kpath_for_isa(ow_isa_best()). -1 if unavailable here. */
+int ow_executor_set_kpath(ow_executor *ex, int kpath);
+int ow_executor_kpath(const ow_executor *ex);
+/* Rows per claimed chunk of a matmul job (rounded up to a whole number of OW_ROW_TILE; default 32). */
+void ow_executor_set_chunk_rows(ow_executor *ex, int64_t rows);
+int64_t ow_executor_chunk_rows(const ow_executor *ex);
+int ow_executor_threads(const ow_executor *ex);
+int ow_executor_n_ctx(const ow_executor *ex);
+int ow_executor_max_batch(const ow_executor *ex);
+int64_t ow_executor_n_vocab(const ow_executor *ex);
+
+void ow_executor_set_profile(ow_executor *ex, int on);
+void ow_executor_profile(const ow_executor *ex, ow_exec_profile *out);
+void ow_executor_reset_profile(ow_executor *ex);
+const char *ow_prof_name(ow_prof_cat c);
+
+/* One row of a weight table to float32 (the embedding gather): every type ow_matmul_rows takes.
+ * Returns 0, or -1 for a type without a row dequantizer. Bit-identical to onewell.quant.dequantize. */
+int ow_dequantize_row(int type, const uint8_t *row, float *out, int64_t n_cols);
+
+#endif

@@ -1,0 +1,96 @@
+/* Internal to executor*.c: the executor's state and the parallel jobs a step is made of. */
+#ifndef ONEWELL_EXECUTOR_INTERNAL_H
+#define ONEWELL_EXECUTOR_INTERNAL_H
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include "executor.h"
+#include "kernels/matvec.h"
+#include "ops.h"
+#include "threadpool.h"
+
+#define OW_ACT_SLOTS 3   /* distinct activation types one input may need (Q, K, V of three weight types) */
+#define OW_ALIGN 64
+#define OW_DEFAULT_CHUNK_ROWS 32
+#define OW_OUTPUT_CHUNKS 256  /* the vocab projection is cut in about this many chunks (fewer claims) */
+
+/* One input quantized for one matrix: row t (token t) at data + t*stride. */
+typedef struct {
+    const uint8_t *data;
+    size_t stride;
+} ow_act_view;
+
+/* Busy nanoseconds per category of one thread during the current job (own cache line: no false sharing). */
+typedef struct {
+    _Alignas(OW_ALIGN) int64_t ns[OW_PROF_COUNT];
+} ow_thread_prof;
+
+struct ow_executor {
+    ow_model_desc d;
+    ow_layer_desc *layers;
+    ow_pool *pool;
+    int n_threads, n_ctx, max_batch;
+    ow_kpath kpath;
+    int64_t chunk_rows;
+    int64_t n_q, n_kv;          /* n_head * head_dim, n_head_kv * head_dim */
+    float attn_scale;           /* 1 / sqrt(head_dim) */
+
+    float *k_cache, *v_cache;   /* [n_layer][n_ctx][n_kv] */
+
+    /* scratch, carved from one 64-byte aligned arena; B = max_batch */
+    void *arena;
+    float *x;          /* [B][n_embd] residual stream */
+    float *xn;         /* [B][n_embd] normalized input of a matmul group */
+    float *q;          /* [B][n_q] queries after bias and RoPE */
+    float *attn;       /* [B][n_q] attention output */
+    float *proj;       /* [B][n_embd] wo / down output before the residual add */
+    float *gate_up;    /* [B][2 n_ff] gate rows then up rows */
+    float *ffn;        /* [B][n_ff] SwiGLU output */
+    float *rope_cs;    /* [B][head_dim] cos/sin pairs of the step's positions */
+    int32_t *pos;      /* [B] */
+    float *scores;     /* [n_threads][n_ctx] attention scratch per worker */
+    float *logits_tmp; /* [n_vocab] for the greedy mode */
+    uint8_t *xq[OW_ACT_SLOTS];
+    size_t xq_slot_bytes;
+
+    int profile;
+    ow_exec_profile prof;
+    ow_thread_prof *tprof;      /* [n_threads] */
+    atomic_int busy;
+};
+
+static inline int64_t ow_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Inside a task: start a timer / charge the time since t0 to category c of this worker (no-ops when off). */
+static inline int64_t ow_prof_start(const ow_executor *ex) { return ex->profile ? ow_now_ns() : 0; }
+static inline int64_t ow_prof_lap(ow_executor *ex, int worker, ow_prof_cat c, int64_t t0) {
+    if (!ex->profile) return 0;
+    const int64_t t = ow_now_ns();
+    ex->tprof[worker].ns[c] += t - t0;
+    return t;
+}
+
+/* --- the jobs of a step (executor_jobs.c) ----------------------------------------------------------------- */
+
+/* Quantizes n rows of x (row stride x_stride, n_cols wide; RMS-normalized with `norm` first unless NULL) once
+ * per distinct activation type that mats[0..n_mats) need; views[i] is then the input of mats[i]. */
+void ow_exec_prepare_input(ow_executor *ex, const float *x, int64_t x_stride, int n, int64_t n_cols,
+                           const float *norm, const ow_matrix *const *mats, int n_mats, ow_act_view *views);
+
+/* Q, K, V of one layer as one job over their heads: matmul, bias, RoPE; K and V land in the KV cache. */
+void ow_exec_qkv(ow_executor *ex, int layer, int n, int pos0, const ow_act_view views[3]);
+/* Causal attention of every (token, head): token t sees positions 0..pos0+t. Reads ex->q, writes ex->attn. */
+void ow_exec_attention(ow_executor *ex, int layer, int n, int pos0);
+/* x[t] += w @ input[t] (the wo and down projections). */
+void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, ow_prof_cat cat);
+/* ffn[t] = silu(gate @ input[t]) * (up @ input[t]), one job over the n_ff rows. */
+void ow_exec_gate_up(ow_executor *ex, const ow_matrix *gate, const ow_matrix *up, const ow_act_view views[2], int n);
+/* y[t*y_stride + r] = output @ input[t] for the vocab rows r. */
+void ow_exec_output(ow_executor *ex, ow_act_view in, int n, float *y, int64_t y_stride);
+
+#endif

@@ -1,0 +1,132 @@
+/* Row dequantizers for the embedding gather: a step needs only the table rows of its tokens.
+ * Arithmetic mirrors the onewell.quant codecs (and ggml's dequantize_row_*) in float32, product by product, so the
+ * results are bit-identical to the numpy codecs (the build uses -std=c11: no implicit FMA contraction). */
+#include <string.h>
+
+#include "executor.h"
+#include "kernels/matvec.h"
+#include "kernels/quant_blocks.h"
+
+/* element j of a 32-block from its 16 packed bytes: low nibbles are elements 0..15, high ones 16..31 */
+static inline int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+
+static void row_q4_0(const uint8_t *row, float *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, out += OW_QK) {
+        ow_block_q4_0 blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d);
+        for (int j = 0; j < OW_QK; j++) out[j] = (float)(nibble(blk.qs, j) - 8) * d;
+    }
+}
+
+static void row_q4_1(const uint8_t *row, float *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, out += OW_QK) {
+        ow_block_q4_1 blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d), m = ow_fp16_to_fp32(blk.m);
+        for (int j = 0; j < OW_QK; j++) {
+            const float scaled = (float)nibble(blk.qs, j) * d;
+            out[j] = scaled + m;
+        }
+    }
+}
+
+static void row_q5_0(const uint8_t *row, float *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, out += OW_QK) {
+        ow_block_q5_0 blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d);
+        const uint32_t qh = ow_read_u32(blk.qh);
+        for (int j = 0; j < OW_QK; j++) {
+            const int q = nibble(blk.qs, j) | (int)((qh >> j) & 1u) << 4;
+            out[j] = (float)(q - 16) * d;
+        }
+    }
+}
+
+static void row_q5_1(const uint8_t *row, float *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, out += OW_QK) {
+        ow_block_q5_1 blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d), m = ow_fp16_to_fp32(blk.m);
+        const uint32_t qh = ow_read_u32(blk.qh);
+        for (int j = 0; j < OW_QK; j++) {
+            const int q = nibble(blk.qs, j) | (int)((qh >> j) & 1u) << 4;
+            const float scaled = (float)q * d;
+            out[j] = scaled + m;
+        }
+    }
+}
+
+static void row_q8_0(const uint8_t *row, float *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, out += OW_QK) {
+        ow_block_q8_0 blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d);
+        for (int j = 0; j < OW_QK; j++) out[j] = (float)blk.qs[j] * d;
+    }
+}
+
+/* Q4_K and Q5_K: sub-block s (32 elements) = (d*scale_s) * q - (dmin*min_s); qs group g holds sub-blocks
+ * 2g (low nibbles) and 2g+1 (high nibbles); Q5_K's fifth bit of element l of sub-block s is bit s of qh[l]. */
+static void row_k4(const uint8_t *row, float *out, int64_t nb, int five_bit) {
+    const size_t bytes = five_bit ? sizeof(ow_block_q5_K) : sizeof(ow_block_q4_K);
+    for (int64_t b = 0; b < nb; b++, out += OW_QK_K) {
+        const uint8_t *blk = row + b * bytes;
+        const float d = ow_fp16_to_fp32(ow_read_u16(blk)), dmin = ow_fp16_to_fp32(ow_read_u16(blk + 2));
+        uint8_t scales[8], mins[8];
+        ow_unpack_k4_scales(blk + 4, scales, mins);
+        const uint8_t *qh = blk + 16, *qs = blk + (five_bit ? 48 : 16);
+        for (int s = 0; s < 8; s++) {
+            const float scale = d * (float)scales[s], offset = dmin * (float)mins[s];
+            const uint8_t *group = qs + (s / 2) * 32;
+            for (int l = 0; l < 32; l++) {
+                int q = (s & 1) ? group[l] >> 4 : group[l] & 15;
+                if (five_bit) q |= ((qh[l] >> s) & 1) << 4;
+                const float scaled = scale * (float)q;
+                out[s * 32 + l] = scaled - offset;
+            }
+        }
+    }
+}
+
+/* Q6_K: half h (128 elements) uses ql[64h..], qh[32h..]; element l + 32k of a half (k = 0..3) takes its low
+ * nibble from ql[l] (k=0), ql[l+32] (k=1), ql[l] >> 4 (k=2), ql[l+32] >> 4 (k=3) and bits 2k..2k+1 of qh[l]. */
+static void row_q6_K(const uint8_t *row, float *out, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, out += OW_QK_K) {
+        const uint8_t *blk = row + b * sizeof(ow_block_q6_K);
+        const float d = ow_fp16_to_fp32(ow_read_u16(blk + 208));
+        const int8_t *sc = (const int8_t *)(blk + 192);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+            for (int k = 0; k < 4; k++) {
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t lowbyte = ql[l + (k & 1) * 32];
+                    const int low = (k < 2) ? lowbyte & 15 : lowbyte >> 4;
+                    const int q = (low | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+                    const int i = h * 128 + k * 32 + l;
+                    const float scale = d * (float)sc[i / 16];
+                    out[i] = scale * (float)q;
+                }
+            }
+        }
+    }
+}
+
+int ow_dequantize_row(int type, const uint8_t *row, float *out, int64_t n_cols) {
+    switch (type) {
+    case OW_TYPE_F32: memcpy(out, row, (size_t)n_cols * sizeof(float)); return 0;
+    case OW_TYPE_F16:
+        for (int64_t i = 0; i < n_cols; i++) out[i] = ow_fp16_to_fp32(ow_read_u16(row + 2 * i));
+        return 0;
+    case OW_TYPE_Q4_0: row_q4_0(row, out, n_cols / OW_QK); return 0;
+    case OW_TYPE_Q4_1: row_q4_1(row, out, n_cols / OW_QK); return 0;
+    case OW_TYPE_Q5_0: row_q5_0(row, out, n_cols / OW_QK); return 0;
+    case OW_TYPE_Q5_1: row_q5_1(row, out, n_cols / OW_QK); return 0;
+    case OW_TYPE_Q8_0: row_q8_0(row, out, n_cols / OW_QK); return 0;
+    case OW_TYPE_Q4_K: row_k4(row, out, n_cols / OW_QK_K, 0); return 0;
+    case OW_TYPE_Q5_K: row_k4(row, out, n_cols / OW_QK_K, 1); return 0;
+    case OW_TYPE_Q6_K: row_q6_K(row, out, n_cols / OW_QK_K); return 0;
+    default: return -1;
+    }
+}

@@ -1,0 +1,173 @@
+"""What the native executor is handed: a model as a flat, fully validated list of buffers and shapes.
+
+C trusts this description (it rechecks only what keeps memory safe), so every rule lives here with a message
+that names the tensor: shapes against the config, weight types the kernels support, raw sizes, dtypes.
+Matrices are zero-copy views of the GGUF mapping; the small vectors (norms, biases) become float32 copies.
+
+Order shared with bind_executor.c (executor_create):
+    matrices = [token_embd, output] + per layer [wq, wk, wv, wo, w_gate, w_up, w_down]
+    vectors  = [output_norm] + per layer [attn_norm, ffn_norm, bq, bk, bv]   (biases None when absent)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from onewell.errors import ContextOverflowError, UnsupportedError
+from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType
+from onewell.models.base import ModelConfig, ModelSpec, Weight
+from onewell.quant import dequantize
+
+# Weight types the native matmul kernels and the embedding row dequantizer both handle
+# (the same set as onewell.runtime.native_kernels.WEIGHT_TYPES).
+NATIVE_WEIGHT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0,
+                                 GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})
+LAYER_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+LAYER_VECTORS = ("attn_norm", "ffn_norm", "bq", "bk", "bv")
+ROPE_STYLES = {"normal": 0, "neox": 1}
+MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
+
+
+@dataclass(frozen=True)
+class MatrixPlan:
+    name: str
+    ggml_type: GGMLType
+    rows: int
+    cols: int
+    row_bytes: int
+    raw: np.ndarray  # uint8, C-contiguous, rows * row_bytes bytes
+
+    def native(self) -> tuple:
+        return (self.raw, int(self.ggml_type), self.rows, self.cols, self.row_bytes)
+
+
+@dataclass(frozen=True)
+class ExecutorPlan:
+    config: ModelConfig
+    matrices: tuple[MatrixPlan, ...]
+    vectors: tuple[np.ndarray | None, ...]
+
+    def native_config(self) -> tuple:
+        c = self.config
+        return (c.n_vocab, c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, float(c.rope_theta),
+                float(c.rms_eps), ROPE_STYLES[c.rope_style])
+
+    def native_args(self) -> tuple:
+        """(config, matrices, vectors): the first three arguments of _core.executor_create."""
+        return self.native_config(), [m.native() for m in self.matrices], list(self.vectors)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the quantized matrices the executor reads (a tied table counted once)."""
+        seen = {id(m.raw): m.raw.nbytes for m in self.matrices}
+        return sum(seen.values())
+
+
+def build_plan(spec: ModelSpec) -> ExecutorPlan:
+    """Check everything the executor relies on and flatten the spec; UnsupportedError names the tensor and
+    type a native kernel is missing for, ValueError any other inconsistency."""
+    cfg = spec.config
+    _check_config(cfg)
+    q_rows, kv_rows = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
+    shapes = {
+        "wq": (q_rows, cfg.n_embd), "wk": (kv_rows, cfg.n_embd), "wv": (kv_rows, cfg.n_embd),
+        "wo": (cfg.n_embd, q_rows), "w_gate": (cfg.n_ff, cfg.n_embd), "w_up": (cfg.n_ff, cfg.n_embd),
+        "w_down": (cfg.n_embd, cfg.n_ff),
+    }
+    vector_sizes = {"attn_norm": cfg.n_embd, "ffn_norm": cfg.n_embd, "bq": q_rows, "bk": kv_rows, "bv": kv_rows}
+    if len(spec.layers) != cfg.n_layer:
+        raise ValueError(f"the spec has {len(spec.layers)} layers, its config says {cfg.n_layer}")
+
+    matrices = [_matrix(spec.token_embd, (cfg.n_vocab, cfg.n_embd)), _matrix(spec.output, (cfg.n_vocab, cfg.n_embd))]
+    vectors: list[np.ndarray | None] = [_vector(spec.output_norm, cfg.n_embd)]
+    for index, layer in enumerate(spec.layers):
+        matrices += [_matrix(getattr(layer, role), shapes[role]) for role in LAYER_MATRICES]
+        biases = [getattr(layer, role) is not None for role in ("bq", "bk", "bv")]
+        if any(biases) and not all(biases):
+            raise UnsupportedError(f"layer {index}: q/k/v biases must be all present or all absent, got "
+                                   f"{dict(zip(('bq', 'bk', 'bv'), biases))}")
+        vectors += [_vector(getattr(layer, role), vector_sizes[role]) for role in LAYER_VECTORS]
+    return ExecutorPlan(cfg, tuple(matrices), tuple(vectors))
+
+
+def _check_config(cfg: ModelConfig) -> None:
+    for name in ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+            raise ValueError(f"config.{name} must be a positive integer, got {value!r}")
+    if cfg.n_vocab > MAX_TOKEN_ID:
+        raise UnsupportedError(f"vocabulary of {cfg.n_vocab} tokens does not fit int32 ids")
+    if cfg.n_head % cfg.n_head_kv:
+        raise ValueError(f"n_head {cfg.n_head} is not a multiple of n_head_kv {cfg.n_head_kv}")
+    if cfg.head_dim % 2:
+        raise ValueError(f"head_dim {cfg.head_dim} is odd; RoPE rotates pairs")
+    if cfg.rope_style not in ROPE_STYLES:
+        raise UnsupportedError(f"RoPE style {cfg.rope_style!r} (supported: {', '.join(ROPE_STYLES)})")
+    for name in ("rope_theta", "rms_eps"):
+        value = float(getattr(cfg, name))
+        if not np.isfinite(value) or value <= 0 or not np.isfinite(np.float32(value)) or np.float32(value) == 0:
+            raise ValueError(f"config.{name} must be a positive float32 value, got {value!r}")
+
+
+def _matrix(w: Weight, shape: tuple[int, int]) -> MatrixPlan:
+    if tuple(w.shape) != shape:
+        raise ValueError(f"tensor {w.name!r} has shape {tuple(w.shape)}, the config implies {shape}")
+    try:
+        wt = GGMLType(w.ggml_type)
+    except ValueError:
+        raise UnsupportedError(f"tensor {w.name!r} has unknown type id {w.ggml_type!r}") from None
+    if wt not in NATIVE_WEIGHT_TYPES:
+        raise UnsupportedError(f"tensor {w.name!r} is {wt.name}, which has no native kernel (supported: "
+                               f"{', '.join(sorted(t.name for t in NATIVE_WEIGHT_TYPES))}); "
+                               f"use backend='reference' or requantize the model")
+    rows, cols = shape
+    layout = BLOCK_LAYOUTS[wt]
+    if cols % layout.block_size:
+        raise UnsupportedError(f"tensor {w.name!r}: {cols} columns are not a whole number of {wt.name} blocks "
+                               f"of {layout.block_size}")
+    row_bytes = cols // layout.block_size * layout.type_size
+    raw = w.raw
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8:
+        raise ValueError(f"tensor {w.name!r}: raw data must be a uint8 numpy array, got "
+                         f"{type(raw).__name__} {getattr(raw, 'dtype', '')}")
+    if not raw.flags.c_contiguous:
+        raise ValueError(f"tensor {w.name!r}: raw data must be C-contiguous")
+    if raw.size != rows * row_bytes:
+        raise ValueError(f"tensor {w.name!r}: {wt.name} {rows} x {cols} takes {rows * row_bytes} bytes, "
+                         f"the data has {raw.size}")
+    return MatrixPlan(w.name, wt, rows, cols, row_bytes, raw.reshape(-1))
+
+
+def _vector(w: Weight | None, size: int) -> np.ndarray | None:
+    if w is None:
+        return None
+    if tuple(w.shape) != (size,):
+        raise ValueError(f"tensor {w.name!r} has shape {tuple(w.shape)}, the config implies ({size},)")
+    values = np.ascontiguousarray(dequantize(w.ggml_type, w.raw, w.shape), dtype=np.float32)
+    if not np.isfinite(values).all():
+        raise ValueError(f"tensor {w.name!r} contains NaN or inf")
+    return values
+
+
+# ---- per step ----------------------------------------------------------------------------------------------
+
+
+def check_tokens(tokens: Sequence[int], n_vocab: int) -> np.ndarray:
+    """Token ids as a C-contiguous int32 array; ValueError for an empty, non-integer or out-of-vocabulary input."""
+    ids = np.asarray(tokens)
+    if ids.ndim != 1 or len(ids) == 0:
+        raise ValueError(f"forward needs a non-empty 1-D sequence of token ids, got shape {ids.shape}")
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"token ids must be integers, got dtype {ids.dtype}")
+    bad = (ids < 0) | (ids >= n_vocab)
+    if bad.any():
+        raise ValueError(f"token id {int(ids[bad][0])} is outside the vocabulary [0, {n_vocab})")
+    return np.ascontiguousarray(ids, dtype=np.int32)
+
+
+def check_room(n_past: int, n_new: int, n_ctx: int) -> None:
+    if n_past + n_new > n_ctx:
+        raise ContextOverflowError(f"context overflow: {n_past} tokens cached + {n_new} new = {n_past + n_new} "
+                                   f"> n_ctx {n_ctx}")
