@@ -17,7 +17,7 @@ import pytest
 from onewell.bench import bench, llamacpp, machine
 from onewell.bench.amdahl import UnderdeterminedFitError, fit_amdahl, next_thread_counts
 from onewell.bench.report import SCHEMA, SCHEMA_VERSION, build_report, render_report
-from onewell.bench.runner import EngineTimer, RunResult, BenchTest, make_tests, normalize_op_stats, run_benchmark
+from onewell.bench.runner import BenchTest, EngineTimer, RunResult, make_tests, run_benchmark, split_profile
 
 # `llama-bench -o json -m smollm2-135m-instruct-q4_1.gguf -p 8 -n 4 -t 1 -r 2`, build 11434 on this machine kind
 LLAMA_BENCH_SAMPLE = r"""
@@ -158,21 +158,28 @@ class FakeBackend:
 
 
 class ProfiledBackend(FakeBackend):
-    """Adds native-style timers: `profile` on/off and profile_stats() -> {op: (ns, count)}."""
+    """Adds the native backend's timers: a `profile` switch and profile_stats(reset) ->
+    {category: seconds, "calls": forward steps, "tokens": tokens}, counting only while the switch is on."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.profile = False
-        self.profiled_tokens = 0
+        self.counted = 0
+
+    def forward(self, tokens, all_logits=False):
+        self.counted += len(tokens) if self.profile else 0
+        return super().forward(tokens, all_logits)
 
     def forward_argmax(self, tokens):
-        if self.profile:
-            self.profiled_tokens += 1
+        self.counted += len(tokens) if self.profile else 0
         return super().forward_argmax(tokens)
 
-    def profile_stats(self):
-        n = self.profiled_tokens
-        return {"matmul": (9_000_000 * n, 10 * n), "attention": (1_000_000 * n, 2 * n), "unused": (0, 0)}
+    def profile_stats(self, reset=False):
+        n = self.counted
+        if reset:
+            self.counted = 0
+        return {"embed": 0.0, "qkv_matmul": 0.009 * n, "attention": 0.001 * n, "idle": 0.0005 * n,
+                "calls": n, "tokens": n}
 
 
 def synthetic_run(noisy: bool = False, with_llamacpp: bool = True) -> RunResult:
@@ -187,8 +194,7 @@ def synthetic_run(noisy: bool = False, with_llamacpp: bool = True) -> RunResult:
             if with_llamacpp:
                 run.add("llama.cpp", "pp16", t, 0.08 * (0.1 + 0.9 / t))
                 run.add("llama.cpp", "tg8", t, 0.1 * (0.7 + 0.3 / t))
-    run.profile = {"ops": {"matmul": {"ns": 8e7, "count": 80}, "rms_norm": {"ns": 2e7, "count": 16}},
-                   "tokens": 8, "wall_ns": 1.2e8}
+    run.profile = {"ops": {"matmul": 8e7, "rms_norm": 2e7}, "tokens": 8, "steps": 8, "wall_ns": 1.2e8}
     run.profile_threads = 4
     return run
 
@@ -345,20 +351,23 @@ def test_run_benchmark_order_interleaving_and_cleanup():
 
 
 def test_run_benchmark_profiles_tokens_with_native_timers():
-    run = run_benchmark(lambda t: ProfiledBackend(threads=t), 97, make_tests([0], [4]), [1, 2], reps=1,
-                        profile_threads=2, profile_n_tokens=6)
+    backends = []
+    run = run_benchmark(lambda t: backends.append(ProfiledBackend(threads=t)) or backends[-1], 97,
+                        make_tests([8], [4]), [1, 2], reps=1, profile_threads=2, profile_n_tokens=6)
     assert run.profile_threads == 2
-    assert run.profile["tokens"] == 6
-    assert run.profile["ops"] == {"matmul": {"ns": 9e6 * 6, "count": 60.0},
-                                  "attention": {"ns": 1e6 * 6, "count": 12.0}}  # zero-time ops dropped
+    # only the 6 profiled steps are counted: not the timed runs, not the prompt before the steps
+    assert run.profile["tokens"] == 6 and run.profile["steps"] == 6
+    assert run.profile["ops"] == pytest.approx({"qkv_matmul": 0.054e9, "attention": 0.006e9, "idle": 0.003e9})
+    assert run.profile["wall_ns"] > 0
+    assert backends[1].profile is False and backends[0].counted == 0  # switched off again; 1 thread not profiled
     # a backend without timers yields no profile rather than a made-up one
     run = run_benchmark(lambda t: FakeBackend(), 97, make_tests([0], [2]), [1], reps=1, profile_threads=1)
     assert run.profile is None and run.profile_threads is None
 
 
-def test_normalize_op_stats_accepts_tuples_and_dicts():
-    assert normalize_op_stats({"a": (10, 2), "b": {"ns": 5, "count": 1}, "c": (0, 0)}) == {
-        "a": {"ns": 10.0, "count": 2.0}, "b": {"ns": 5.0, "count": 1.0}}
+def test_split_profile_reads_the_native_form():
+    raw = {"embed": 0.0, "down_matmul": 0.002, "idle": 0.0005, "calls": 3, "tokens": 3}
+    assert split_profile(raw) == {"ops": {"down_matmul": 2e6, "idle": 5e5}, "tokens": 3, "steps": 3}
 
 
 # -- report: JSON, numbers, table ------------------------------------------------------------------------------
@@ -421,6 +430,19 @@ def test_one_thread_count_reports_a_refused_fit():
     assert result(report, "onewell", "tg8", 2)["utilization"] is None  # no bandwidth measured
     text = render_report(report)
     assert "no fit" in text and "not measured" in text and "not available" in text
+
+
+def test_scaling_outside_amdahls_range_gets_no_ceiling():
+    run = RunResult()
+    for t, secs in ((1, 1.0), (2, 1.3), (4, 1.6)):  # more threads, slower
+        run.add("onewell", "tg8", t, secs)
+    report = build_report(run, tests=make_tests([0], [8]), machine=machine.machine_info(), model=MODEL,
+                          settings=dict(SETTINGS, tests=["tg8"]))
+    jsonschema.validate(report, SCHEMA)
+    (fit,) = report["scaling"]
+    assert fit["status"] == "fit" and fit["p"] < 0
+    assert fit["max_speedup"] is None and fit["predicted"] == []
+    assert "outside 0..1: no ceiling or prediction" in render_report(report)
 
 
 def test_table_renders_every_cell():
@@ -569,7 +591,7 @@ def test_bad_vs_fails_before_measuring(capsys):
 @pytest.mark.model
 def test_bench_command_json_and_plot(smollm_path, tmp_path, capsys):
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
-    code = bench.main([str(smollm_path), "--backend", "reference", "-t", "1", "-p", "8", "-n", "4", "-r", "2",
+    code = bench.main([str(smollm_path), "-t", "1", "-p", "8", "-n", "4", "-r", "2", "--no-profile",
                        "--no-bandwidth", "--json", str(out_json), "--plot", str(out_png), "-q"])
     assert code == 0
     report = json.loads(out_json.read_text())
@@ -578,17 +600,33 @@ def test_bench_command_json_and_plot(smollm_path, tmp_path, capsys):
         ("onewell", "pp8", 1), ("onewell", "tg4", 1)}
     assert all(len(r["samples_s"]) == 2 for r in report["results"])
     assert report["model"]["weight_bytes_per_token"] == 96576768  # llama-bench's model_size for this file
-    assert report["comparison"] == [] and report["llamacpp"] is None
+    assert report["comparison"] == [] and report["llamacpp"] is None and report["profile"] is None
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = capsys.readouterr().out
     assert "| onewell | pp8  |       1 |" in table and "| onewell | tg4  |       1 |" in table
 
 
 @pytest.mark.model
+def test_bench_command_native_backend_profiles_a_token(smollm_path, tmp_path, capsys):
+    out_json = tmp_path / "bench.json"
+    assert bench.main([str(smollm_path), "-t", "1", "-p", "8", "-n", "4", "-r", "1", "--no-bandwidth",
+                       "--json", str(out_json), "-q"]) == 0
+    report = json.loads(out_json.read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["settings"]["backend_class"] == "NativeBackend"
+    prof = report["profile"]
+    assert prof["threads"] == 1 and prof["tokens"] == 4
+    ops = {o["op"] for o in prof["ops"]}
+    assert {"qkv_matmul", "down_matmul", "output_matmul", "attention"} <= ops
+    assert sum(o["share"] for o in prof["ops"]) == pytest.approx(1.0)
+    assert 0 < prof["timed_ms_per_token"] <= prof["wall_ms_per_token"] * 1.05  # C timers inside Python's clock
+    assert "one generated token by op" in capsys.readouterr().out
+
+
+@pytest.mark.model
 def test_bench_command_vs_llamacpp_with_bandwidth(smollm_path, tmp_path, capsys):
     exe = fake_llama_bench(tmp_path)
-    code = bench.main([str(smollm_path), "--backend", "reference", "-t", "1", "-p", "8", "-n", "4", "-r", "2",
-                       "--bandwidth-size-mb", "8", "--bandwidth-reps", "1", "--vs", f"llama.cpp={exe}", "--json"])
+    code = bench.main([str(smollm_path), "-t", "1", "-p", "8", "-n", "4", "-r", "2", "--bandwidth-size-mb", "8", "--bandwidth-reps", "1", "--vs", f"llama.cpp={exe}", "--json"])
     assert code == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)  # --json without a file: JSON on stdout, the table on stderr

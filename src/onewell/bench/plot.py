@@ -11,6 +11,7 @@ import textwrap
 
 COLORS = {"onewell": "#1f6fb4", "llama.cpp": "#d95f02"}
 CEILING_COLOR = "#2a9d3a"
+IDLE_COLOR = "#8c8c8c"
 
 
 def _cells(report: dict, engine: str, test: str) -> list[dict]:
@@ -86,20 +87,24 @@ def _speed_panel(ax, report: dict, kind: str) -> None:
 
 
 def _any_fit(report: dict, kind: str) -> bool:
-    kinds = {r["test"]: r["kind"] for r in report["results"]}
-    return any(s["status"] != "refused" and kinds.get(s["test"]) == kind for s in report["scaling"])
+    tests = {(r["engine"], r["test"]) for r in report["results"] if r["kind"] == kind}
+    return any(_fit(report, engine, test) is not None for engine, test in tests)
 
 
 def _profile_panel(ax, report: dict) -> None:
     prof = report["profile"]
     ops = prof["ops"][:12][::-1]  # largest on top
-    ax.barh([o["op"] for o in ops], [o["ms_per_token"] for o in ops], color=COLORS["onewell"])
+    colors = [IDLE_COLOR if o["op"] == "idle" else COLORS["onewell"] for o in ops]
+    ax.barh([o["op"] for o in ops], [o["ms_per_token"] for o in ops], color=colors)
     for i, o in enumerate(ops):
         ax.text(o["ms_per_token"], i, f" {100 * o['share']:.0f}%", va="center", fontsize=8)
     ax.set_xlabel("milliseconds per generated token")
     ax.set_title(f"Where one generated token's time goes ({prof['threads']} thread(s)):\n"
                  f"{prof['timed_ms_per_token']:.2f} ms in timed ops of {prof['wall_ms_per_token']:.2f} ms per token",
                  fontsize=11)
+    if any(o["op"] == "idle" for o in ops):
+        ax.text(0.98, 0.02, "idle: threads done with their share,\nwaiting at a barrier for the slowest",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=8, color=IDLE_COLOR)
     ax.margins(x=0.15)
     ax.grid(True, axis="x", alpha=0.3)
 
@@ -119,9 +124,12 @@ def write_plot(report: dict, path: str | os.PathLike) -> None:
     if report["profile"] is not None:
         _profile_panel(axes[-1], report)
     m, model = report["machine"], report["model"]
+    noisy = sum(r["noisy"] for r in report["results"])
     fig.suptitle(f"{os.path.basename(model['path'])}: {model['weight_bytes_per_token'] / 1e6:.0f} MB of weights "
                  f"read per generated token\n{m['cpu_model']}, {m['physical_cores']} cores, ISA {m['isa']}, "
-                 f"backend {report['settings']['backend']}, {report['settings']['reps']} repetitions", fontsize=12)
+                 f"backend {report['settings']['backend']}, {report['settings']['reps']} repetitions"
+                 + (f"; {noisy} of {len(report['results'])} results noisy (repetitions disagree by over 10%)"
+                    if noisy else ""), fontsize=12)
     note = ("Generating a token reads every weight once, so its speed is capped by memory bandwidth (green): "
             "more threads help only until the shared memory bus is full. The % labels are how much of that "
             "bandwidth onewell achieves. Amdahl fit: p = the fraction of the work that more threads speed up.")

