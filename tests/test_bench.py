@@ -18,6 +18,7 @@ from onewell.bench import bench, llamacpp, machine
 from onewell.bench.amdahl import UnderdeterminedFitError, fit_amdahl, next_thread_counts
 from onewell.bench.report import SCHEMA, SCHEMA_VERSION, build_report, render_report
 from onewell.bench.runner import BenchTest, EngineTimer, RunResult, make_tests, run_benchmark, split_profile
+from onewell.errors import OnewellError
 
 # `llama-bench -o json -m smollm2-135m-instruct-q4_1.gguf -p 8 -n 4 -t 1 -r 2`, build 11434 on this machine kind
 LLAMA_BENCH_SAMPLE = r"""
@@ -395,6 +396,16 @@ def test_report_numbers_follow_the_definitions():
     assert tg4["speedup_vs_1t"] == pytest.approx(1 / (0.7 + 0.3 / 4))
     pp1 = result(report, "onewell", "pp16", 1)
     assert pp1["bytes_per_token"] == pytest.approx(1e9 / 16) and pp1["ceiling_tok_s"] is None
+
+
+def test_pp_bytes_count_one_weight_pass_per_batch_chunk():
+    run = synthetic_run()
+    report = build_report(run, tests=make_tests([16], [8]), machine=machine.machine_info(), model=MODEL,
+                          settings=dict(SETTINGS, max_batch=6), llamacpp={"binary": "b", "n_ubatch": 512})
+    jsonschema.validate(report, SCHEMA)
+    assert result(report, "onewell", "pp16", 1)["bytes_per_token"] == pytest.approx(3 * 1e9 / 16)  # 6 + 6 + 4
+    assert result(report, "llama.cpp", "pp16", 1)["bytes_per_token"] == pytest.approx(1e9 / 16)
+    assert result(report, "onewell", "tg8", 1)["bytes_per_token"] == 1e9
     fits = {(s["engine"], s["test"]): s for s in report["scaling"]}
     assert fits[("onewell", "tg8")]["status"] == "fit"
     assert fits[("onewell", "tg8")]["p"] == pytest.approx(0.3)
@@ -494,6 +505,7 @@ def test_parse_llama_bench_json_sample():
     assert pp.seconds == pytest.approx([0.063261694, 0.048243565])
     assert pp.avg_ts == pytest.approx(146.142029)
     assert tg.model_size == 96576768 and tg.model_type == "llama 256M Q4_1" and tg.cpu_info == "AMD EPYC"
+    assert tg.n_ubatch == 512 and llamacpp.version_info(rows, Path("/b"))["n_ubatch"] == 512
     # 4 tokens / mean of the samples agrees with llama-bench's own average
     assert 4 / np.mean(tg.seconds) == pytest.approx(tg.avg_ts, rel=0.01)
     # stray text around the array is tolerated; garbage is a clear error
@@ -583,9 +595,12 @@ def test_thread_list_parsing():
             parser.parse_args(["m", "-t", bad])
 
 
-def test_bad_vs_fails_before_measuring(capsys):
+def test_bad_options_fail_before_measuring(tmp_path):
     with pytest.raises(llamacpp.LlamaBenchError):
         bench.main(["/nonexistent.gguf", "--vs", "vllm"])
+    for option in ("--json", "--plot"):
+        with pytest.raises(OnewellError, match="folder does not exist"):
+            bench.main(["/nonexistent.gguf", option, str(tmp_path / "missing" / "out")])
 
 
 @pytest.mark.model

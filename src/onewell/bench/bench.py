@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     out = p.add_argument_group("output")
     out.add_argument("--json", nargs="?", const="-", metavar="FILE",
                      help="write the report as JSON (docs/benchmarking.md has the schema); no FILE or '-' = "
-                          "stdout, and the table then goes to stderr")
+                          "stdout, and the table then goes to stderr (give it after MODEL)")
     out.add_argument("--plot", metavar="FILE.png", help="draw tok/s vs threads, the bandwidth ceiling and the "
                                                         "per-op time into a PNG (needs matplotlib)")
     out.add_argument("--no-profile", dest="profile", action="store_false",
@@ -173,6 +173,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
         notes.append(f"load average {load[0]:.2f} at start: other work is running, expect noisy results")
 
     backend_class: list[str] = []
+    max_batch: list[int | None] = []
 
     def make_backend(t: int):
         with warnings.catch_warnings(record=True) as caught:
@@ -182,6 +183,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
             if str(w.message) not in notes:
                 notes.append(str(w.message))
         backend_class.append(type(backend).__name__)
+        max_batch.append(getattr(backend, "max_batch", None))
         return backend
 
     other = None
@@ -199,6 +201,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
         "threads": list(threads), "tests": [t.name for t in tests], "reps": args.reps, "warmup": args.warmup,
         "seed": args.seed, "bandwidth_size_mb": None if args.no_bandwidth else args.bandwidth_size_mb,
         "bandwidth_reps": None if args.no_bandwidth else args.bandwidth_reps,
+        "max_batch": max_batch[0] if max_batch else None,
     }
     return build_report(result, tests=tests, machine=machine, model=model_facts(path, reader, spec),
                         settings=settings, llamacpp=other.info if other else None, warnings=notes)
@@ -208,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.vs is not None:
         llamacpp.parse_vs(args.vs)  # a bad --vs fails now, not after minutes of measuring
+    for option, value in (("--json", args.json), ("--plot", args.plot)):
+        if value and value != "-" and not Path(value).expanduser().resolve().parent.is_dir():
+            raise OnewellError(f"{option} {value}: the folder does not exist")  # before minutes of measuring
     if args.plot:
         try:
             import matplotlib  # noqa: F401 - fail before measuring, not after
@@ -222,11 +228,17 @@ def main(argv: list[str] | None = None) -> int:
         if json_to_stdout:
             sys.stdout.write(text)
         else:
-            Path(args.json).write_text(text)
+            try:
+                Path(args.json).write_text(text)
+            except OSError as e:
+                raise OnewellError(f"cannot write {args.json}: {e.strerror}") from None
             log(f"JSON written to {args.json}")
     if args.plot:
         from onewell.bench.plot import write_plot
 
-        write_plot(report, args.plot)
+        try:
+            write_plot(report, args.plot)
+        except OSError as e:
+            raise OnewellError(f"cannot write {args.plot}: {e.strerror}") from None
         log(f"plot written to {args.plot}")
     return 0

@@ -37,6 +37,7 @@ class LlamaBenchRow:
     backends: str
     model_type: str
     model_size: int          # bytes of weights, llama-bench's count
+    n_ubatch: int            # prompt tokens per forward chunk (0 if not reported)
 
     @property
     def seconds(self) -> list[float]:
@@ -107,7 +108,7 @@ def parse_llama_bench_json(text: str) -> list[LlamaBenchRow]:
                 avg_ts=float(entry["avg_ts"]), build_commit=str(entry.get("build_commit", "")),
                 build_number=int(entry.get("build_number", 0)), cpu_info=str(entry.get("cpu_info", "")),
                 backends=str(entry.get("backends", "")), model_type=str(entry.get("model_type", "")),
-                model_size=int(entry.get("model_size", 0))))
+                model_size=int(entry.get("model_size", 0)), n_ubatch=int(entry.get("n_ubatch", 0))))
         except (KeyError, TypeError, ValueError) as e:
             raise LlamaBenchError(f"llama-bench JSON entry {i} is not a test result ({e}): {entry!r:.200}") from None
     return rows
@@ -140,4 +141,5 @@ def version_info(rows: Sequence[LlamaBenchRow], binary: Path) -> dict:
     first = rows[0] if rows else None
     return {"binary": str(binary), "build_commit": first.build_commit if first else None,
             "build_number": first.build_number if first else None, "cpu_info": first.cpu_info if first else None,
-            "backends": first.backends if first else None, "model_type": first.model_type if first else None}
+            "backends": first.backends if first else None, "model_type": first.model_type if first else None,
+            "n_ubatch": first.n_ubatch if first and first.n_ubatch > 0 else None}

@@ -3,7 +3,8 @@
 The JSON is the single source: the table and the plot are drawn from it, so what is printed is what is saved.
 Definitions (docs/benchmarking.md explains them):
   bytes per token   weight bytes read per token: tg = every weight but the embedding gather
-                    (ModelSpec.bytes_per_token); pp = that once per forward, divided by the prompt length
+                    (ModelSpec.bytes_per_token); pp = that once per batch chunk of the engine (onewell's
+                    max_batch, llama.cpp's n_ubatch), divided by the prompt length
   achieved GB/s     bytes per token x tok/s (median)
   utilization       achieved GB/s / read bandwidth measured in the same run at the same thread count
   ceiling tok/s     read bandwidth / bytes per token: the tg speed if every weight byte came at that bandwidth
@@ -96,6 +97,8 @@ SCHEMA: dict = {
                 "seed": {"type": "integer"},
                 "bandwidth_size_mb": _int_or_null,
                 "bandwidth_reps": _int_or_null,
+                "max_batch": {"type": ["integer", "null"], "minimum": 1,
+                              "description": "prompt tokens per forward chunk of the onewell backend (null: one)"},
             },
         },
         "bandwidth": {
@@ -202,14 +205,21 @@ def tok_s_stats(tok_s: Sequence[float]) -> dict[str, float]:
     return {"median": float(median), "min": float(a.min()), "max": float(a.max()), "q1": float(q1), "q3": float(q3)}
 
 
-def _result_rows(run: RunResult, tests: Sequence[BenchTest], weight_bytes: int) -> list[dict]:
+def _weight_passes(n_tokens: int, batch: int | None) -> int:
+    """Times a pp forward of n_tokens reads every weight: once per batch chunk of the engine."""
+    return -(-n_tokens // batch) if batch else 1
+
+
+def _result_rows(run: RunResult, tests: Sequence[BenchTest], weight_bytes: int,
+                 batch: dict[str, int | None]) -> list[dict]:
     by_name = {t.name: t for t in tests}
     rows = []
     for (engine, name, threads), seconds in run.seconds.items():
         test = by_name.get(name) or BenchTest.parse(name)
         tok_s = [test.n_tokens / s for s in seconds]
         stats = tok_s_stats(tok_s)
-        per_token = weight_bytes if test.kind == "tg" else weight_bytes / test.n_tokens
+        per_token = weight_bytes if test.kind == "tg" else \
+            weight_bytes * _weight_passes(test.n_tokens, batch.get(engine)) / test.n_tokens
         achieved = per_token * stats["median"] / 1e9
         bw = run.bandwidth.get(threads, {}).get("median")
         spread = 100.0 * (stats["max"] - stats["min"]) / stats["median"]
@@ -291,7 +301,8 @@ def _profile(run: RunResult) -> dict | None:
 def build_report(run: RunResult, *, tests: Sequence[BenchTest], machine: dict, model: dict, settings: dict,
                  llamacpp: dict | None = None, warnings: Sequence[str] = ()) -> dict:
     """The JSON document (see SCHEMA) for one bench run."""
-    rows = _result_rows(run, tests, model["weight_bytes_per_token"])
+    batch = {"onewell": settings.get("max_batch"), "llama.cpp": (llamacpp or {}).get("n_ubatch")}
+    rows = _result_rows(run, tests, model["weight_bytes_per_token"], batch)
     notes = list(warnings)
     for r in rows:
         if r["noisy"]:
