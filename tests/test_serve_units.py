@@ -290,3 +290,14 @@ def test_step_sequences_returns_exceptions_in_place():
     out = step_sequences([ok, broken], [[1], [7]])
     assert isinstance(out[0], np.ndarray) and int(np.argmax(out[0])) == 2
     assert isinstance(out[1], RuntimeError)
+
+
+def test_non_loopback_without_key_warns(capsys, monkeypatch):
+    from onewell.serve import app as serve_app
+
+    assert serve_app._is_loopback("127.0.0.1") and serve_app._is_loopback("::1")
+    assert serve_app._is_loopback("localhost") and not serve_app._is_loopback("0.0.0.0")
+    monkeypatch.setattr("onewell.load", lambda *a, **k: (_ for _ in ()).throw(SystemExit(7)))
+    with pytest.raises(SystemExit):
+        serve_app.main(["some-model", "--host", "0.0.0.0"])
+    assert "without --api-key" in capsys.readouterr().err

@@ -337,7 +337,9 @@ class Scheduler:
                 results.append((slot, [Failed("internal error while generating")]))
                 continue
             try:
+                generated = slot.generated
                 results.append((slot, slot.after_forward(outcome)))
+                self.counters.tokens_generated += slot.generated - generated
             except Exception:
                 log.exception("sampling failed in slot %d", slot.index)
                 results.append((slot, [Failed("internal error while sampling")]))
@@ -356,8 +358,6 @@ class Scheduler:
             last = events[-1]
             if isinstance(last, Done):
                 self.counters.requests_served += 1
-                self.counters.prompt_tokens_cached += last.usage.cached_tokens
-                self.counters.tokens_generated += last.usage.completion_tokens
             else:
                 self.counters.requests_failed += 1
             self._free(slot)
@@ -375,6 +375,7 @@ class Scheduler:
             slot = max(free, key=lambda s: (common_prefix_length(s.cache_ids, prompt), -s.last_used))
             free.remove(slot)
             slot.assign(job)
+            self.counters.prompt_tokens_cached += slot.cached_tokens
 
     def _drop_cancelled(self) -> None:
         for slot in self.slots:
