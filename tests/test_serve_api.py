@@ -25,7 +25,7 @@ HI = [{"role": "user", "content": "Say hello to Ada in one short sentence."}]
 
 @pytest.fixture(scope="module")
 def model(smollm_path) -> Model:
-    return onewell.load(smollm_path, backend="reference", n_ctx=N_CTX)
+    return onewell.load(smollm_path, backend="native", threads=1, n_ctx=N_CTX)
 
 
 def clone(model: Model, tokenizer=None) -> Model:
@@ -198,6 +198,9 @@ def test_malformed_bodies_are_400_with_openai_error_shape(server):
         assert r.status_code == 400, body
         error = r.json()["error"]
         assert error["type"] == "invalid_request_error" and error["message"]
+    for kind in ("text/plain", "application/x-www-form-urlencoded"):  # what a cross-site form could send
+        r = httpx.post(url, content=json.dumps({"messages": HI}), headers={"content-type": kind})
+        assert r.status_code == 415 and "application/json" in r.json()["error"]["message"]
     assert httpx.get(server.url + "/v1/nothing").status_code == 404
     assert httpx.get(url).status_code == 405
     r = httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": N_CTX})
@@ -336,11 +339,9 @@ def test_queue_full_is_503_with_retry_after(model):
                 first_lines = running.iter_lines()  # keep a reference: a collected iterator closes the stream
                 assert next(first_lines).startswith("data: ")
                 waiting_lines: list[str] = []
-                started = threading.Event()
 
                 def wait_in_queue():
                     with second.stream("POST", "/v1/completions", json={**body, "max_tokens": 3}) as resp:
-                        started.set()
                         waiting_lines.extend(resp.iter_lines())
 
                 t = threading.Thread(target=wait_in_queue)
@@ -377,6 +378,20 @@ def test_api_key_is_enforced(model):
         assert good.chat.completions.create(model="x", messages=HI, max_tokens=2).usage.completion_tokens == 2
 
 
+def test_reference_slots_share_weights_but_not_caches(smollm_path):
+    ref = onewell.load(smollm_path, backend="reference", n_ctx=64)
+    twin = new_sequence_backend(ref.backend, ref.spec)
+    assert twin.layers is ref.backend.layers and twin.output is ref.backend.output  # no second dequantized copy
+    assert twin.cache is not ref.backend.cache and twin.n_past == 0
+    ids = ref.tokenizer.encode("The sky is")
+    a = ref.backend.forward(ids)
+    b = twin.forward(ids)
+    assert ref.backend.n_past == twin.n_past == len(ids)
+    assert (a == b).all()
+    ref.backend.forward([int(a.argmax())])
+    assert twin.n_past == len(ids)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The command
 
@@ -390,7 +405,7 @@ def test_onewell_serve_command_serves_and_stops_on_ctrl_c(smollm_path):
     with socket.socket() as probe:  # a free port (released again just before the server takes it)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "onewell", "serve", str(smollm_path), "--backend", "reference",
+    proc = subprocess.Popen([sys.executable, "-m", "onewell", "serve", str(smollm_path), "--threads", "1",
                              "--port", str(port), "--ctx-size", "256", "--parallel", "2", "--name", "cli-smol"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -86,7 +86,15 @@ class ServerState:
 # Request handling helpers
 
 
+# The body types a web page of any origin may POST without a CORS preflight: refusing them means a page
+# elsewhere cannot make a browser run requests here (the preflight of a JSON POST gets no CORS approval).
+CROSS_SITE_FORM_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+
+
 async def read_json(request: Request) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in CROSS_SITE_FORM_TYPES:
+        raise ApiError(415, f"the body must be JSON sent with 'Content-Type: application/json', not {content_type}")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
