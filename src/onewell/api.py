@@ -30,7 +30,7 @@ def load(
 ) -> Model:
     """Open a model by registry name (pulled and cached on first use) or .gguf path.
 
-    backend: "native" (the C executor; until it lands this falls back to "reference" with a warning) or
+    backend: "native" (the C executor, the default) or
     "reference" (numpy, float32: slow, ~4 bytes of memory per parameter). threads: worker threads of the
     native backend (None = all cores); the reference backend leaves threading to numpy's BLAS.
     n_ctx: tokens of context (prompt + generated) the KV cache holds."""

@@ -5,8 +5,6 @@ above (generate, api, serve) sees only this protocol.
 """
 from __future__ import annotations
 
-import importlib
-import warnings
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -38,17 +36,9 @@ def create_backend(kind: str, spec: ModelSpec, n_ctx: int, threads: int | None =
     if kind not in BACKEND_KINDS:
         raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
     if kind == "native":
-        # ---- NATIVE FALLBACK: the only place that decides. Remove once onewell.runtime.native lands. ----
-        try:
-            native = importlib.import_module("onewell.runtime.native")
-        except ModuleNotFoundError as e:
-            if e.name != "onewell.runtime.native":
-                raise  # the module exists but is broken: say so, do not hide it behind a slow fallback
-            warnings.warn("the native backend is not available yet; using the slow numpy reference backend",
-                          RuntimeWarning, stacklevel=3)
-        else:
-            return native.NativeBackend(spec, n_ctx=n_ctx, threads=threads)
-        # ---- end of native fallback ----
+        from onewell.runtime.native import NativeBackend
+
+        return NativeBackend(spec, n_ctx=n_ctx, threads=threads)
     from onewell.runtime.reference import ReferenceBackend
 
     return ReferenceBackend(spec, n_ctx=n_ctx)
