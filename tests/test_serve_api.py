@@ -357,6 +357,28 @@ def test_queue_full_is_503_with_retry_after(model):
         assert m["requests_rejected"] == 1 and m["requests_cancelled"] == 1 and m["active_slots"] == 0
 
 
+def test_shutdown_ends_running_streams_cleanly_and_fast(model):
+    server = BackgroundServer(create_app(clone(model))).start()
+    lines: list[str] = []
+
+    def read():
+        body = {"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=30) as resp:
+            lines.extend(resp.iter_lines())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        wait_for(lambda: len(lines) or metrics(server)["tokens_generated"] > 2, what="the reply to start")
+    finally:
+        started = time.monotonic()
+        server.stop()
+        reader.join(10)
+    assert time.monotonic() - started < 5  # did not wait for 400 tokens
+    events = [line[6:] for line in lines if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and "shutting down" in json.loads(events[-2])["error"]["message"]
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Authentication
 

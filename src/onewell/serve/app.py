@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import uvicorn
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -352,7 +353,7 @@ async def collect(job: Job, request: Request) -> tuple[str, list[TokenLogprob], 
             elif isinstance(event, Done):
                 return "".join(parts), entries, event
             else:
-                raise ApiError(500, event.message, type="server_error")
+                raise ApiError(event.status, event.message, type="server_error")
     raise ApiError(499, "client closed the request")  # nobody is left to read this
 
 
@@ -539,9 +540,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def main(argv: list[str] | None = None) -> int:
-    import uvicorn
+class GracefulServer(uvicorn.Server):
+    """uvicorn.Server that, when told to exit (Ctrl-C, SIGTERM, stop()), first ends the running replies with
+    an error event, so shutdown neither waits for long generations nor cuts a stream off mid-event."""
 
+    def __init__(self, config: uvicorn.Config, scheduler: Scheduler):
+        super().__init__(config)
+        self.scheduler = scheduler
+
+    def handle_exit(self, sig, frame) -> None:
+        super().handle_exit(sig, frame)
+        self.scheduler.abort_all_threadsafe()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self.scheduler.abort_all_threadsafe()
+
+
+def main(argv: list[str] | None = None) -> int:
     import onewell
 
     args = build_parser().parse_args(argv)
@@ -555,5 +571,10 @@ def main(argv: list[str] | None = None) -> int:
                      threads=args.threads)
     print(f"onewell serve: {name} on http://{args.host}:{args.port}/ ({args.parallel} slot(s) of "
           f"{args.ctx_size} tokens, queue {args.queue})", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                            timeout_graceful_shutdown=5)
+    try:
+        GracefulServer(config, app.state.onewell.scheduler).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; the shutdown was clean
+        pass
     return 0

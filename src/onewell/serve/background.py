@@ -24,8 +24,10 @@ class BackgroundServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
         self.port = self._sock.getsockname()[1]
+        from onewell.serve.app import GracefulServer
+
         config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=2, lifespan="on")
-        self._server = uvicorn.Server(config)
+        self._server = GracefulServer(config, app.state.onewell.scheduler)
         self._thread = threading.Thread(target=self._serve, name=f"onewell-server-{self.port}", daemon=True)
         self._error: BaseException | None = None
 
@@ -52,7 +54,7 @@ class BackgroundServer:
         return self
 
     def stop(self, timeout: float = 15.0) -> None:
-        self._server.should_exit = True
+        self._server.stop()  # running replies end with an error event; then uvicorn shuts down
         self._thread.join(timeout)
         self._sock.close()
         if self._thread.is_alive():

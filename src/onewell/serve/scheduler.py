@@ -73,6 +73,7 @@ class Done:
 @dataclass
 class Failed:
     message: str
+    status: int = 500  # what a non-streamed reply answers; 503 when the server is shutting down
 
 
 Event = Chunk | Done | Failed
@@ -258,7 +259,29 @@ class Scheduler:
     def start(self) -> None:
         self._wake = asyncio.Event()
         self._stopping = False
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="onewell-scheduler")
+        self._closing = False
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(), name="onewell-scheduler")
+
+    def abort_all(self, message: str = "the server is shutting down") -> None:
+        """Ends every waiting and running request now (their streams close properly) and takes no new ones.
+        For a shutdown: the HTTP server then need not wait for long replies to finish."""
+        self._closing = True
+        for job in list(self.queue):
+            self._fail(job, message, status=503)
+        self.queue.clear()
+        for slot in self.slots:
+            if slot.job is not None:
+                self._fail(slot.job, message, status=503)
+                slot.job.cancelled = True  # the loop frees the slot when the running tick is over
+        if self._wake is not None:
+            self._wake.set()
+
+    def abort_all_threadsafe(self, message: str = "the server is shutting down") -> None:
+        """abort_all from any thread (a signal handler, a test's thread)."""
+        loop = getattr(self, "_loop", None)
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.abort_all, message)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -267,15 +290,15 @@ class Scheduler:
             await self._task
             self._task = None
         for job in list(self.queue) + [s.job for s in self.slots if s.job is not None]:
-            self._fail(job, "the server is shutting down")
+            self._fail(job, "the server is shutting down", status=503)
         self.queue.clear()
         for slot in self.slots:
             slot.release()
 
     def submit(self, request: GenerationRequest) -> Job:
         """Queue a request; raises QueueFullError when all slots are busy and the queue is full."""
-        if self._task is None or self._stopping:
-            raise RuntimeError("the scheduler is not running")
+        if self._task is None or self._stopping or self._closing:
+            raise QueueFullError("the server is shutting down")
         busy = all(s.job is not None for s in self.slots)
         if busy and len(self.queue) >= self.queue_capacity:
             self.counters.requests_rejected += 1
@@ -391,7 +414,7 @@ class Scheduler:
         if self._wake is not None:
             self._wake.set()
 
-    def _fail(self, job: Job, message: str) -> None:
+    def _fail(self, job: Job, message: str, status: int = 500) -> None:
         if not job.finished:
             job.finished = True
-            job.events.put_nowait(Failed(message))
+            job.events.put_nowait(Failed(message, status))
