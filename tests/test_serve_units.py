@@ -267,6 +267,22 @@ def test_scheduler_queue_full_and_cancel_frees_slot():
     run(main())
 
 
+def test_scheduler_queue_bound_counts_free_slots_not_yet_taken():
+    async def main():
+        s = Scheduler([CountingBackend()], DigitTokenizer(), queue_capacity=0)
+        s.start()
+        first = s.submit(request([1], max_tokens=1))  # same loop turn: the slot is free but not yet taken
+        with pytest.raises(QueueFullError):
+            s.submit(request([2], max_tokens=1))
+        text, _ = await drain(first)
+        assert text == "<2>"
+        await s.stop()
+        with pytest.raises(QueueFullError, match="shutting down"):
+            s.submit(request([3]))
+
+    run(main())
+
+
 def test_scheduler_failing_slot_does_not_stop_the_others():
     async def main():
         s = Scheduler([CountingBackend(fail_on=20), CountingBackend(fail_on=20)], DigitTokenizer())

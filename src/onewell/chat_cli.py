@@ -92,10 +92,15 @@ def fit_history(model: Any, history: list[dict], keep: int, max_tokens: int) -> 
 
 
 def format_stats(stats: Any) -> str:
-    evaluated = stats.prompt_tokens - stats.cached_tokens
-    return (f"[{stats.prompt_tokens} prompt tok ({stats.cached_tokens} cached, "
-            f"{stats.prompt_tokens_per_second:.1f} tok/s for the {evaluated} new), "
-            f"{stats.gen_tokens} gen tok, {stats.gen_tokens_per_second:.1f} tok/s]")
+    """GenerationStats (or a dict of its fields) as one line."""
+    prompt, cached, gen = (int(stats.get(k, 0) or 0) for k in ("prompt_tokens", "cached_tokens", "gen_tokens"))
+    prompt_s, gen_s = (float(stats.get(k, 0.0) or 0.0) for k in ("prompt_seconds", "gen_seconds"))
+
+    def rate(n: int, seconds: float) -> str:
+        return f"{n / seconds:.1f}" if seconds > 0 else "-"
+
+    return (f"[{prompt} prompt tok ({cached} cached, {rate(prompt - cached, prompt_s)} tok/s for the "
+            f"{prompt - cached} new), {gen} gen tok, {rate(gen, gen_s)} tok/s]")
 
 
 # ----------------------------------------------------------------------------------------------------------

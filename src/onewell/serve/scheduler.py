@@ -249,6 +249,7 @@ class Scheduler:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._closing = False
 
     @property
     def n_ctx(self) -> int:
@@ -299,8 +300,8 @@ class Scheduler:
         """Queue a request; raises QueueFullError when all slots are busy and the queue is full."""
         if self._task is None or self._stopping or self._closing:
             raise QueueFullError("the server is shutting down")
-        busy = all(s.job is not None for s in self.slots)
-        if busy and len(self.queue) >= self.queue_capacity:
+        free = sum(s.job is None for s in self.slots)  # queued jobs take these at the loop's next turn
+        if len(self.queue) >= free + self.queue_capacity:
             self.counters.requests_rejected += 1
             raise QueueFullError(f"all {len(self.slots)} slots are busy and {len(self.queue)} requests are "
                                  "waiting; try again shortly")
