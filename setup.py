@@ -12,6 +12,8 @@ from setuptools import Extension, setup
 
 NATIVE = Path("src/onewell/_native")
 sources = sorted(str(p) for p in NATIVE.rglob("*.c"))
+# headers and included kernel bodies: a change to any of them rebuilds the extension
+depends = sorted(str(p) for p in NATIVE.rglob("*") if p.suffix in (".h", ".inc"))
 
 extra_compile_args = ["-O3", "-std=c11", "-fvisibility=hidden", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
 extra_link_args = ["-pthread"]
@@ -28,6 +30,7 @@ setup(
         Extension(
             "onewell._native._core",
             sources=sources,
+            depends=depends,
             include_dirs=[str(NATIVE)],
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
