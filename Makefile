@@ -8,7 +8,7 @@ MODEL  := qwen2.5-coder-0.5b-instruct
 PROMPT := Write a Python function that checks whether a number is prime.
 PYTEST_ARGS ?=
 
-.PHONY: setup native demo test clean
+.PHONY: setup native demo test browser clean
 
 # Re-run the install only when the packaging files change (the stamp records the last install).
 # setuptools >= 77 (it reads pyproject's license field) goes into the venv too, because `make native`
@@ -29,7 +29,13 @@ demo: native
 	$(VENV)/bin/onewell pull $(MODEL)
 	$(VENV)/bin/onewell run $(MODEL) "$(PROMPT)" -n 64
 
-test: native
+# The web-page test drives Debian's chromium through Playwright; install it when we can (root with apt).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "warning: chromium is not installed; the browser test will fail (install chromium)" >&2
+
+test: native browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

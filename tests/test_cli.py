@@ -32,6 +32,10 @@ class FakeModel:
         self.calls: list[tuple] = []
         self.fail_with = fail_with
         self.last_stats = {"prompt_tokens": 12, "gen_tokens": 3, "prompt_seconds": 0.5, "gen_seconds": 0.25}
+        self.n_ctx = 4096
+
+    def tokenize_chat(self, messages):
+        return [0] * sum(len(m["content"]) for m in messages)
 
     def generate(self, prompt, **kwargs):
         self.calls.append(("generate", prompt, kwargs))

@@ -147,40 +147,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     """Terminal chat with history; Ctrl-C stops the current reply, Ctrl-D (or /exit) leaves."""
     load = _engine("onewell.api", "load", "chat")
+    chat_loop = _engine("onewell.chat_cli", "chat_loop", "chat")
     model = load(args.model, backend=args.backend, threads=args.threads)
-    system = [{"role": "system", "content": args.system}] if args.system else []
-    history: list[dict[str, str]] = list(system)
-    print("onewell chat: /reset clears the history, /exit or Ctrl-D leaves, Ctrl-C stops a reply.", file=sys.stderr)
-    while True:
-        try:
-            line = input("> ")
-        except EOFError:
-            print(file=sys.stderr)
-            return 0
-        except KeyboardInterrupt:  # at the prompt: just a fresh line
-            print(file=sys.stderr)
-            continue
-        text = line.strip()
-        if not text:
-            continue
-        if text in ("/exit", "/quit"):
-            return 0
-        if text == "/reset":
-            history = list(system)
-            print("(history cleared)", file=sys.stderr)
-            continue
-        history.append({"role": "user", "content": text})
-        reply: list[str] = []
-        try:
-            for chunk in model.chat(history, max_tokens=args.n, stream=True, **_sampling_kwargs(args)):
-                reply.append(chunk)
-                sys.stdout.write(chunk)
-                sys.stdout.flush()
-        except KeyboardInterrupt:
-            print(" [stopped]", file=sys.stderr)
-        sys.stdout.write("\n")
-        history.append({"role": "assistant", "content": "".join(reply)})
-        print(_format_stats(model.last_stats), file=sys.stderr)
+    return chat_loop(model, max_tokens=args.n, system=args.system, sampling=_sampling_kwargs(args))
 
 
 def _forward(module: str, command: str) -> Callable[[list[str]], int]:
