@@ -23,7 +23,8 @@ static int parse_path(const char *name, ow_kpath *out) {
 }
 
 static int is_act_type(int at) {
-    return at == OW_TYPE_F32 || at == OW_TYPE_F16 || at == OW_TYPE_Q8_0 || at == OW_TYPE_Q8_1 || at == OW_TYPE_Q8_K;
+    return at == OW_TYPE_F32 || at == OW_TYPE_F16 || at == OW_TYPE_Q8_0 || at == OW_TYPE_Q8_1 || at == OW_TYPE_Q8_K ||
+           at == OW_ACT_Q8_0_R16;
 }
 
 /* n_cols must be a positive whole number of blocks of type t */
@@ -113,13 +114,16 @@ typedef struct {
 static int check_matmul(const matmul_call *c) {
     if (!ow_wtype_supported(c->wt)) { PyErr_Format(PyExc_ValueError, "weight type %d has no kernel", c->wt); return -1; }
     if (check_cols(c->wt, c->n_cols) < 0) return -1;
-    const size_t row_bytes = (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
-    if ((size_t)c->row_bytes != row_bytes) {
-        PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %zu bytes", c->row_bytes, c->n_cols, row_bytes);
+    /* the packed size; Q8_0 R16 rows may be padded to any longer stride */
+    const size_t packed = (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
+    if (c->row_bytes < 0 || !ow_row_bytes_ok((ow_wtype)c->wt, c->n_cols, (size_t)c->row_bytes)) {
+        PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %s%zu bytes", c->row_bytes, c->n_cols,
+                     c->wt == OW_TYPE_Q8_0_R16 ? "at least " : "", packed);
         return -1;
     }
+    const size_t row_bytes = (size_t)c->row_bytes;
     if (c->r0 < 0 || c->r1 < c->r0) { PyErr_SetString(PyExc_ValueError, "need 0 <= r0 <= r1"); return -1; }
-    if ((size_t)c->w.len < (size_t)c->r1 * row_bytes) { PyErr_SetString(PyExc_ValueError, "weight buffer holds fewer than r1 rows"); return -1; }
+    if (c->r1 > 0 && (size_t)c->w.len < (size_t)(c->r1 - 1) * row_bytes + packed) { PyErr_SetString(PyExc_ValueError, "weight buffer holds fewer than r1 rows"); return -1; }
     if (c->n_vec < 1) { PyErr_SetString(PyExc_ValueError, "n_vec must be >= 1"); return -1; }
     const ow_atype at = ow_act_type_for((ow_wtype)c->wt);
     const size_t act_bytes = ow_act_row_bytes(at, c->n_cols);
@@ -203,12 +207,77 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0 or Q5_0 rows -> Q8_0 R16 rows */
+static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
+    (void)self;
+    int st;
+    Py_buffer src, dst;
+    Py_ssize_t src_row_bytes, rows, n_cols, dst_stride;
+    if (!PyArg_ParseTuple(args, "iy*nnnw*n", &st, &src, &src_row_bytes, &rows, &n_cols, &dst, &dst_stride)) return NULL;
+    PyObject *result = NULL;
+    if (st != OW_TYPE_Q8_0 && st != OW_TYPE_Q5_0) {
+        PyErr_Format(PyExc_ValueError, "repack_r16: type %d is neither Q8_0 nor Q5_0", st);
+        goto done;
+    }
+    if (check_cols(st, n_cols) < 0) goto done;
+    const size_t blocks = (size_t)(n_cols / ow_type_block_size((ow_ggml_type)st));
+    const size_t packed = blocks * ow_type_block_bytes((ow_ggml_type)st);
+    if (rows < 0 || src_row_bytes < (Py_ssize_t)packed ||
+        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes(OW_TYPE_Q8_0_R16))) {
+        PyErr_SetString(PyExc_ValueError, "repack_r16: negative rows, or a row size below the packed size");
+        goto done;
+    }
+    if (rows > 0 && ((size_t)src.len < (size_t)(rows - 1) * (size_t)src_row_bytes + packed ||
+                     (size_t)dst.len < (size_t)rows * (size_t)dst_stride)) {
+        PyErr_SetString(PyExc_ValueError, "repack_r16: buffer too small for the rows");
+        goto done;
+    }
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = st == OW_TYPE_Q8_0 ? ow_repack_q8_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride)
+                                : ow_repack_q5_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
+    Py_END_ALLOW_THREADS
+    if (status) { PyErr_SetString(PyExc_ValueError, "repack_r16: inconsistent sizes"); goto done; }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    return result;
+}
+
+static PyObject *py_r16_row_stride(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t n_cols;
+    if (!PyArg_ParseTuple(args, "n", &n_cols)) return NULL;
+    if (check_cols(OW_TYPE_Q8_0_R16, n_cols) < 0) return NULL;
+    return PyLong_FromSize_t(ow_q8_0_r16_row_stride(n_cols));
+}
+
+/* r16_prefetch(bytes or -1) -> the distance in effect before the call; -1 only reads it */
+static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
+    (void)self;
+    long long bytes;
+    if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
+    if (bytes < -1 || bytes > (1LL << 24)) {
+        PyErr_SetString(PyExc_ValueError, "r16_prefetch: bytes must be -1 (read) or 0 .. 16 MiB");
+        return NULL;
+    }
+    const size_t before = ow_r16_prefetch();
+    if (bytes >= 0) ow_r16_set_prefetch((size_t)bytes);
+    return PyLong_FromSize_t(before);
+}
+
 PyMethodDef ow_kernel_methods[] = {
     {"kernel_paths", py_kernel_paths, METH_NOARGS, "Kernel paths this CPU can run, e.g. ['generic', 'avx2', 'avx2-vnni', 'avx512']."},
     {"kernel_default_path", py_kernel_default_path, METH_NOARGS, "The path ow_matmul_rows uses for ow_isa_best() (honors ONEWELL_ISA)."},
     {"act_type_for", py_act_type_for, METH_VARARGS, "act_type_for(weight_type) -> activation type id, -1 if the weight type has no kernel."},
     {"quantize_act", py_quantize_act, METH_VARARGS, "quantize_act(act_type, x, n_cols, n_vec, out, path)"},
     {"matmul", py_matmul, METH_VARARGS, "matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path)"},
+    {"repack_r16", py_repack_r16, METH_VARARGS,
+     "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows"},
+    {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
+     "r16_prefetch(bytes or -1) -> previous software prefetch distance of the AVX-512 Q8_0 R16 kernel (0 = off)"},
+    {"r16_row_stride", py_r16_row_stride, METH_VARARGS, "r16_row_stride(n_cols) -> the padded Q8_0 R16 row stride"},
     {"matmul_bench", py_matmul_bench, METH_VARARGS, "matmul_bench(<matmul args>, n_iter) -> seconds"},
     {NULL, NULL, 0, NULL},
 };

@@ -17,10 +17,12 @@ const char *ow_prof_name(ow_prof_cat c) { return (c >= 0 && c < OW_PROF_COUNT) ?
 
 static int matrix_ok(const ow_matrix *m, int64_t rows, int64_t cols) {
     if (!m->data || m->rows != rows || m->cols != cols || !ow_wtype_supported(m->type)) return 0;
-    const int64_t bs = ow_type_block_size((ow_ggml_type)m->type);
-    const int64_t abs_ = ow_type_block_size(ow_act_type_for((ow_wtype)m->type));
-    if (bs <= 0 || cols % bs || abs_ <= 0 || cols % abs_) return 0;
-    return m->row_bytes == (size_t)(cols / bs) * ow_type_block_bytes((ow_ggml_type)m->type);
+    const ow_atype at = ow_act_type_for((ow_wtype)m->type);
+    const int64_t abs_ = ow_type_block_size(at);
+    if (abs_ <= 0 || cols % abs_) return 0;
+    /* the activation scratch holds 4 bytes per column (F32, the widest format; Q8_0 R16 takes 1.25) */
+    if (ow_act_row_bytes(at, cols) > 4 * (size_t)cols) return 0;
+    return ow_row_bytes_ok((ow_wtype)m->type, cols, m->row_bytes);   /* Q8_0 R16 rows may be padded */
 }
 
 static int desc_ok(const ow_model_desc *d) {
@@ -31,7 +33,9 @@ static int desc_ok(const ow_model_desc *d) {
         return 0;
     if (!matrix_ok(&d->output, d->n_vocab, d->n_embd)) return 0;
     const ow_matrix *te = &d->token_embd;
+    /* the gather dequantizes rows of ggml types; a repacked table would gain nothing (one row per token) */
     if (!te->data || te->rows != d->n_vocab || te->cols != d->n_embd || !ow_wtype_supported(te->type) ||
+        te->type == OW_TYPE_Q8_0_R16 ||
         d->n_embd % ow_type_block_size((ow_ggml_type)te->type) ||
         te->row_bytes != (size_t)(d->n_embd / ow_type_block_size((ow_ggml_type)te->type)) *
                              ow_type_block_bytes((ow_ggml_type)te->type))

@@ -15,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A weight matrix as stored: rows x cols of a ggml type, row r at data + r*row_bytes (any alignment). */
+/* A weight matrix: rows x cols of a ggml type as stored in the file, or of OW_TYPE_Q8_0_R16 (a copy repacked at
+ * load, kernels/q8_0_r16.h, rows padded to row_bytes); row r at data + r*row_bytes (any alignment). The token
+ * embedding table must be a ggml type (the gather dequantizes its rows). */
 typedef struct {
     const uint8_t *data;
     int32_t type;      /* ow_ggml_type */

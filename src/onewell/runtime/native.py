@@ -2,7 +2,9 @@
 
 Each forward step runs in one C call with the GIL released: every layer, the output projection and (for greedy
 decoding) the argmax. The weights stay quantized in the GGUF mapping; activations are quantized to 8 bits inside
-the matmuls, as llama.cpp does. Inputs longer than max_batch are run in chunks of max_batch tokens; chunks
+the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 and Q5_0 matrices are repacked once at load into
+the Q8_0 R16 layout (lossless, same dot products), which that path streams far faster; the copies cost memory,
+shown by info()["repacked"]. Inputs longer than max_batch are run in chunks of max_batch tokens; chunks
 before the last skip the output projection unless every token's logits are wanted.
 
     backend = NativeBackend(spec, n_ctx=4096, threads=None, max_batch=64)
@@ -18,7 +20,7 @@ import numpy as np
 
 from onewell._native import _core
 from onewell.models.base import ModelSpec
-from onewell.runtime.native_kernels import resolve_path
+from onewell.runtime.native_kernels import default_path, resolve_path
 from onewell.runtime.plan import build_plan, check_room, check_tokens
 
 # logits modes of ow_executor_forward (executor.h)
@@ -51,17 +53,23 @@ class NativeBackend:
     """Backend protocol on the native executor; plus forward_argmax, profiling and the thread count."""
 
     def __init__(self, spec: ModelSpec, n_ctx: int = 4096, threads: int | None = None, max_batch: int = 64,
-                 isa: str | None = None, chunk_rows: int | None = None):
+                 isa: str | None = None, chunk_rows: int | None = None, repack: bool | None = None):
         """isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni", "avx512"; None = the best this CPU
-        has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed chunk (a tuning knob; None = default)."""
+        has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed chunk (a tuning knob; None = default).
+        repack: convert Q8_0 and Q5_0 matrices (all but the embedding table of the token gather) to the Q8_0 R16
+        layout at load; None = when the kernel path is avx512 (the layout's fast kernel), True/False force it.
+        Every path computes it correctly; the others just gain nothing from it."""
         self.n_ctx = _positive_int("n_ctx", n_ctx)
         threads = _positive_int("threads", threads, allow_none=True)
         self.max_batch = min(_positive_int("max_batch", max_batch), self.n_ctx)
         chunk_rows = _positive_int("chunk_rows", chunk_rows, allow_none=True)
         path = resolve_path(isa) if isa is not None else None
+        if repack is not None and not isinstance(repack, bool):
+            raise ValueError(f"repack must be True, False or None, got {repack!r}")
+        self.repack = (path or default_path()) == "avx512" if repack is None else repack
         self.spec = spec
         self.config = spec.config
-        self.plan = build_plan(spec)
+        self.plan = build_plan(spec, repack=self.repack)
         self._ex = _core.executor_create(*self.plan.native_args(), threads or physical_cores(), self.n_ctx,
                                          self.max_batch)
         if path is not None or chunk_rows is not None:
@@ -117,8 +125,9 @@ class NativeBackend:
         return self.info()["kpath"]
 
     def info(self) -> dict:
-        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch."""
-        return _core.executor_info(self._ex)
+        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch, and repacked: the Q8_0 R16
+        copies made at load ({"matrices", "bytes" of memory they take, "source_bytes" of the originals})."""
+        return {**_core.executor_info(self._ex), "repacked": self.plan.repacked}
 
     @property
     def profile(self) -> bool:

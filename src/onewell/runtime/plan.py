@@ -3,6 +3,8 @@
 C trusts this description (it rechecks only what keeps memory safe), so every rule lives here with a message
 that names the tensor: shapes against the config, weight types the kernels support, raw sizes, dtypes.
 Matrices are zero-copy views of the GGUF mapping; the small vectors (norms, biases) become float32 copies.
+With repack=True, Q8_0 and Q5_0 matrices (every one but the embedding table the token gather reads) are converted
+once, losslessly, to onewell's Q8_0 R16 layout (onewell.quant.repack), a 64-byte aligned copy the plan owns.
 
 Order shared with bind_executor.c (executor_create):
     matrices = [token_embd, output] + per layer [wq, wk, wv, wo, w_gate, w_up, w_down]
@@ -10,15 +12,17 @@ Order shared with bind_executor.c (executor_create):
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from onewell.errors import ContextOverflowError, UnsupportedError
-from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType
+from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType, row_nbytes
 from onewell.models.base import ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
+from onewell.quant.repack import Q8_0_R16
 
 # Weight types the native matmul kernels and the embedding row dequantizer both handle
 # (the same set as onewell.runtime.native_kernels.WEIGHT_TYPES).
@@ -26,6 +30,7 @@ NATIVE_WEIGHT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.Q4_0, GGML
                                  GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})
 LAYER_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
 LAYER_VECTORS = ("attn_norm", "ffn_norm", "bq", "bk", "bv")
+REPACK_TYPES = frozenset({GGMLType.Q8_0, GGMLType.Q5_0})  # converted to Q8_0 R16 when the plan repacks
 ROPE_STYLES = {"normal": 0, "neox": 1}
 MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
 
@@ -33,14 +38,20 @@ MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
 @dataclass(frozen=True)
 class MatrixPlan:
     name: str
-    ggml_type: GGMLType
+    ggml_type: GGMLType   # the type in the file
     rows: int
     cols: int
     row_bytes: int
     raw: np.ndarray  # uint8, C-contiguous, rows * row_bytes bytes
+    repacked: bool = False  # raw is a Q8_0 R16 copy made at load (row_bytes = its padded stride)
+
+    @property
+    def native_type(self) -> int:
+        """The type id the kernels see: the ggml type, or Q8_0_R16 for a repacked copy."""
+        return Q8_0_R16 if self.repacked else int(self.ggml_type)
 
     def native(self) -> tuple:
-        return (self.raw, int(self.ggml_type), self.rows, self.cols, self.row_bytes)
+        return (self.raw, self.native_type, self.rows, self.cols, self.row_bytes)
 
 
 @dataclass(frozen=True)
@@ -60,14 +71,26 @@ class ExecutorPlan:
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes of the quantized matrices the executor reads (a tied table counted once)."""
-        seen = {id(m.raw): m.raw.nbytes for m in self.matrices}
+        """Bytes of the distinct matrix buffers handed to the executor (a tied table counted once, unless its
+        output projection got a repacked copy)."""
+        seen = {_buffer_key(m.raw): m.raw.nbytes for m in self.matrices}
         return sum(seen.values())
 
+    @property
+    def repacked(self) -> dict:
+        """The load-time Q8_0 R16 copies: {"matrices": how many, "bytes": their size (anonymous memory on top of
+        the file mapping, whose pages of those tensors are no longer read), "source_bytes": the size of the
+        originals they replace (so bytes - source_bytes is the growth of what a token streams)}."""
+        copies = {_buffer_key(m.raw): m for m in self.matrices if m.repacked}
+        return {"matrices": len(copies), "bytes": sum(m.raw.nbytes for m in copies.values()),
+                "source_bytes": sum(m.rows * row_nbytes(m.ggml_type, m.cols) for m in copies.values())}
 
-def build_plan(spec: ModelSpec) -> ExecutorPlan:
+
+def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
     """Check everything the executor relies on and flatten the spec; UnsupportedError names the tensor and
-    type a native kernel is missing for, ValueError any other inconsistency."""
+    type a native kernel is missing for, ValueError any other inconsistency. repack: convert the Q8_0 / Q5_0
+    matrices, except the embedding table of the token gather, to the Q8_0 R16 layout (a tied output projection
+    gets its own copy)."""
     cfg = spec.config
     _check_config(cfg)
     q_rows, kv_rows = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
@@ -89,7 +112,27 @@ def build_plan(spec: ModelSpec) -> ExecutorPlan:
             raise UnsupportedError(f"layer {index}: q/k/v biases must be all present or all absent, got "
                                    f"{dict(zip(('bq', 'bk', 'bv'), biases))}")
         vectors += [_vector(getattr(layer, role), vector_sizes[role]) for role in LAYER_VECTORS]
+    if repack:
+        copies: dict[tuple, MatrixPlan] = {}   # one copy per distinct buffer
+        matrices = matrices[:1] + [_repacked(m, copies) for m in matrices[1:]]
     return ExecutorPlan(cfg, tuple(matrices), tuple(vectors))
+
+
+def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
+    """Identifies the memory behind a matrix (views of one tensor made separately are different objects)."""
+    return raw.__array_interface__["data"][0], raw.nbytes
+
+
+def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan]) -> MatrixPlan:
+    if m.ggml_type not in REPACK_TYPES:
+        return m
+    key = _buffer_key(m.raw)
+    if key not in copies:
+        from onewell.runtime.native_repack import repack   # the native core, only when asked for
+
+        packed = repack(m.raw, m.ggml_type, m.rows, m.cols)
+        copies[key] = MatrixPlan(m.name, m.ggml_type, m.rows, m.cols, packed.shape[1], packed.reshape(-1), True)
+    return dataclasses.replace(copies[key], name=m.name)
 
 
 def _check_config(cfg: ModelConfig) -> None:

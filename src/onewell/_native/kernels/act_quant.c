@@ -46,6 +46,16 @@ void act_quant_q8_0_generic(const float *x, void *xq, int64_t n) {
     }
 }
 
+/* Q8_0 quantization, written in the interleaved R16 activation layout (q8_0_r16.h) */
+void act_quant_q8_0r16_generic(const float *x, void *xq, int64_t n) {
+    for (int64_t b = 0; b < n / OW_QK; b++) {
+        int8_t qs[OW_QK];
+        int32_t qsum;
+        const float d = quantize_block_32(x + b * OW_QK, qs, &qsum);
+        ow_r16_put_act_block(xq, n, b, qs, ow_fp32_to_fp16(d), qsum);
+    }
+}
+
 void act_quant_q8_1_generic(const float *x, void *xq, int64_t n) {
     ow_block_q8_1 *y = xq;
     for (int64_t b = 0; b < n / OW_QK; b++) {

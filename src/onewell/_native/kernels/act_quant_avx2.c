@@ -60,6 +60,15 @@ OW_AVX2 void act_quant_q8_0_avx2(const float *x, void *xq, int64_t n) {
     }
 }
 
+OW_AVX2 void act_quant_q8_0r16_avx2(const float *x, void *xq, int64_t n) {
+    for (int64_t b = 0; b < n / OW_QK; b++) {
+        int8_t qs[OW_QK];
+        int32_t qsum;
+        const float d = quantize_block_32(x + b * OW_QK, qs, &qsum);
+        ow_r16_put_act_block(xq, n, b, qs, to_half(d), qsum);
+    }
+}
+
 OW_AVX2 void act_quant_q8_1_avx2(const float *x, void *xq, int64_t n) {
     ow_block_q8_1 *y = xq;
     for (int64_t b = 0; b < n / OW_QK; b++) {

@@ -11,7 +11,7 @@ int64_t ow_type_block_size(ow_ggml_type t) {
     switch (t) {
     case OW_TYPE_F32: case OW_TYPE_F16: return 1;
     case OW_TYPE_Q4_0: case OW_TYPE_Q4_1: case OW_TYPE_Q5_0: case OW_TYPE_Q5_1:
-    case OW_TYPE_Q8_0: case OW_TYPE_Q8_1: return OW_QK;
+    case OW_TYPE_Q8_0: case OW_TYPE_Q8_1: case OW_TYPE_Q8_0_R16: case OW_ACT_Q8_0_R16: return OW_QK;
     case OW_TYPE_Q4_K: case OW_TYPE_Q5_K: case OW_TYPE_Q6_K: case OW_TYPE_Q8_K: return OW_QK_K;
     }
     return 0;
@@ -31,6 +31,9 @@ size_t ow_type_block_bytes(ow_ggml_type t) {
     case OW_TYPE_Q5_K: return sizeof(ow_block_q5_K);
     case OW_TYPE_Q6_K: return sizeof(ow_block_q6_K);
     case OW_TYPE_Q8_K: return sizeof(ow_block_q8_K);
+    /* the repacked layouts are not blocked in memory: bytes per 32 elements, padding excluded */
+    case OW_TYPE_Q8_0_R16: return OW_QK + 2;      /* quants + fp16 scale */
+    case OW_ACT_Q8_0_R16: return OW_QK + 4 + 4;   /* quants + f32 scale + int32 seed */
     }
     return 0;
 }
@@ -39,6 +42,7 @@ int ow_wtype_supported(int wt) {
     switch (wt) {
     case OW_TYPE_F32: case OW_TYPE_F16: case OW_TYPE_Q4_0: case OW_TYPE_Q4_1: case OW_TYPE_Q5_0:
     case OW_TYPE_Q5_1: case OW_TYPE_Q8_0: case OW_TYPE_Q4_K: case OW_TYPE_Q5_K: case OW_TYPE_Q6_K:
+    case OW_TYPE_Q8_0_R16:
         return 1;
     default:
         return 0;
@@ -51,6 +55,7 @@ ow_atype ow_act_type_for(ow_wtype wt) {
     case OW_TYPE_F16: return OW_TYPE_F16;
     case OW_TYPE_Q4_1: case OW_TYPE_Q5_1: return OW_TYPE_Q8_1;
     case OW_TYPE_Q4_K: case OW_TYPE_Q5_K: case OW_TYPE_Q6_K: return OW_TYPE_Q8_K;
+    case OW_TYPE_Q8_0_R16: return OW_ACT_Q8_0_R16;
     default: return OW_TYPE_Q8_0;   /* Q4_0, Q5_0, Q8_0 */
     }
 }
@@ -59,6 +64,21 @@ size_t ow_act_row_bytes(ow_atype at, int64_t n_cols) {
     const int64_t bs = ow_type_block_size(at);
     return bs ? (size_t)(n_cols / bs) * ow_type_block_bytes(at) : 0;
 }
+
+int ow_row_bytes_ok(ow_wtype wt, int64_t n_cols, size_t row_bytes) {
+    const int64_t bs = ow_type_block_size(wt);
+    if (!ow_wtype_supported(wt) || bs <= 0 || n_cols <= 0 || n_cols % bs) return 0;
+    const size_t packed = (size_t)(n_cols / bs) * ow_type_block_bytes(wt);
+    return wt == OW_TYPE_Q8_0_R16 ? row_bytes >= packed : row_bytes == packed;
+}
+
+size_t ow_q8_0_r16_row_stride(int64_t n_cols) { return ow_r16_row_stride(n_cols); }
+
+/* One core's memory-level parallelism, not instructions, limits the R16 kernel (docs/perf-log.md): software
+ * prefetch may help; off until measured in the engine. */
+static _Atomic size_t r16_prefetch_bytes = 0;
+void ow_r16_set_prefetch(size_t bytes) { r16_prefetch_bytes = bytes; }
+size_t ow_r16_prefetch(void) { return r16_prefetch_bytes; }
 
 /* --- paths ------------------------------------------------------------------------------------------------ */
 
@@ -127,8 +147,20 @@ static ow_vec_dot_fn dot_kernel(ow_wtype wt, ow_kpath path) {
     OW_DOT_CASE(q4_K_q8_K, OW_TYPE_Q4_K, vec_dot_q4_K_q8_K_avx512)
     OW_DOT_CASE(q5_K_q8_K, OW_TYPE_Q5_K, vec_dot_q5_K_q8_K_avx512)
     OW_DOT_CASE(q6_K_q8_K, OW_TYPE_Q6_K, vec_dot_q6_K_q8_K_avx512)
+    /* the AVX-512 path runs its tile kernel (tile_kernel); never reached with that path */
+    OW_DOT_CASE(q8_0r16_q8_0r16, OW_TYPE_Q8_0_R16, vec_dot_q8_0r16_q8_0r16_generic)
     default: return NULL;
     }
+}
+
+/* kernels that take every activation vector in one call (the others are called once per vector) */
+static ow_tile_fn tile_kernel(ow_wtype wt, ow_kpath path) {
+#if OW_X86_KERNELS
+    if (wt == OW_TYPE_Q8_0_R16 && path == OW_KPATH_AVX512) return vec_dot_q8_0r16_q8_0r16_avx512;
+#else
+    (void)wt; (void)path;
+#endif
+    return NULL;
 }
 
 static ow_act_quant_fn act_quantizer(ow_atype at, ow_kpath path) {
@@ -139,6 +171,7 @@ static ow_act_quant_fn act_quantizer(ow_atype at, ow_kpath path) {
         case OW_TYPE_Q8_0: return act_quant_q8_0_avx2;
         case OW_TYPE_Q8_1: return act_quant_q8_1_avx2;
         case OW_TYPE_Q8_K: return act_quant_q8_K_avx2;
+        case OW_ACT_Q8_0_R16: return act_quant_q8_0r16_avx2;
         default: break;
         }
     }
@@ -150,6 +183,7 @@ static ow_act_quant_fn act_quantizer(ow_atype at, ow_kpath path) {
     case OW_TYPE_Q8_0: return act_quant_q8_0_generic;
     case OW_TYPE_Q8_1: return act_quant_q8_1_generic;
     case OW_TYPE_Q8_K: return act_quant_q8_K_generic;
+    case OW_ACT_Q8_0_R16: return act_quant_q8_0r16_generic;
     default: return NULL;
     }
 }
@@ -169,6 +203,14 @@ void ow_quantize_act(ow_atype at, const float *x, void *xq, int64_t n_cols, ow_i
 void ow_matmul_rows_path(ow_wtype wt, const uint8_t *w, size_t row_bytes, int64_t n_cols,
                          const void *xq, size_t xq_stride, int n_vec, float *y, int64_t y_stride,
                          int64_t r0, int64_t r1, ow_kpath path) {
+    const ow_tile_fn tile_fn = tile_kernel(wt, path);
+    if (tile_fn) {
+        for (int64_t r = r0; r < r1; r += OW_ROW_TILE) {
+            const int nr = (int)(r1 - r < OW_ROW_TILE ? r1 - r : OW_ROW_TILE);
+            tile_fn(n_cols, w + (size_t)r * row_bytes, row_bytes, nr, xq, xq_stride, n_vec, y + r, y_stride);
+        }
+        return;
+    }
     const ow_vec_dot_fn dot = dot_kernel(wt, path);
     if (!dot) return;
     const uint8_t *xbase = xq;

@@ -22,7 +22,8 @@
 #define OW_X86_KERNELS 0
 #endif
 
-/* Values equal ggml's type ids (onewell.gguf.constants.GGMLType). */
+/* Values equal ggml's type ids (onewell.gguf.constants.GGMLType), except onewell's own load-time layouts, which
+ * take ids far outside ggml's range (never found in a file; onewell.quant.repack holds the same numbers). */
 typedef enum {
     OW_TYPE_F32 = 0,
     OW_TYPE_F16 = 1,
@@ -36,9 +37,11 @@ typedef enum {
     OW_TYPE_Q5_K = 13,
     OW_TYPE_Q6_K = 14,
     OW_TYPE_Q8_K = 15,
+    OW_TYPE_Q8_0_R16 = 1008,  /* weights: Q8_0 (or Q5_0) rows repacked in interleaved groups (q8_0_r16.h) */
+    OW_ACT_Q8_0_R16 = 1009,   /* its activations: Q8_0 quants in the same interleave, f32 scales, seeds */
 } ow_ggml_type;
 typedef ow_ggml_type ow_wtype;  /* a weight type */
-typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1 or Q8_K */
+typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1, Q8_K or ACT_Q8_0_R16 */
 
 typedef enum {
     OW_KPATH_GENERIC = 0,
@@ -56,6 +59,9 @@ ow_atype ow_act_type_for(ow_wtype wt);                 /* the activation type we
 int64_t ow_type_block_size(ow_ggml_type t);            /* elements per block (1 for F32/F16), 0 if unknown */
 size_t ow_type_block_bytes(ow_ggml_type t);            /* bytes per block, 0 if unknown */
 size_t ow_act_row_bytes(ow_atype at, int64_t n_cols);  /* bytes of one quantized activation vector */
+/* 1 if row_bytes is a valid row pitch for n_cols elements of weight type wt: exactly the packed size for ggml
+ * types; at least quants + scales for Q8_0_R16 (its rows may be padded to any stride) */
+int ow_row_bytes_ok(ow_wtype wt, int64_t n_cols, size_t row_bytes);
 
 /* --- paths ----------------------------------------------------------------------------------------------- */
 ow_kpath ow_kpath_for_isa(ow_isa isa);   /* best path of that ISA level on this CPU (AVX-VNNI if present) */
@@ -78,5 +84,19 @@ void ow_matmul_rows(ow_wtype wt, const uint8_t *w, size_t row_bytes, int64_t n_c
 void ow_matmul_rows_path(ow_wtype wt, const uint8_t *w, size_t row_bytes, int64_t n_cols,
                          const void *xq, size_t xq_stride, int n_vec, float *y, int64_t y_stride,
                          int64_t r0, int64_t r1, ow_kpath path);
+
+/* --- load-time repacking into OW_TYPE_Q8_0_R16 (q8_0_r16.h) --------------------------------------------- */
+/* rows x n_cols of Q8_0 (src rows src_row_bytes apart) -> R16 rows dst_stride apart (padding bytes zeroed).
+ * Returns 0, or -1 if n_cols is not a positive multiple of 32 or a row size is too small. */
+int ow_repack_q8_0_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                       size_t dst_stride);
+/* the same from Q5_0, losslessly: its values q - 16 lie in [-16, 15] and the block scale is the same fp16 d */
+int ow_repack_q5_0_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                       size_t dst_stride);
+size_t ow_q8_0_r16_row_stride(int64_t n_cols);  /* the padded stride the plan uses: a multiple of 64 bytes */
+/* Software prefetch distance (bytes ahead) of the AVX-512 R16 kernel's weight stream; 0 (default) = off.
+ * Process-wide tuning knob, set before running matmuls. */
+void ow_r16_set_prefetch(size_t bytes);
+size_t ow_r16_prefetch(void);
 
 #endif

@@ -10,12 +10,21 @@
 #include <stdint.h>
 
 #include "matvec.h"
+#include "q8_0_r16.h"
 #include "quant_blocks.h"
 
 typedef void (*ow_vec_dot_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *s);
 typedef void (*ow_act_quant_fn)(const float *x, void *xq, int64_t n_cols);
 
 #define OW_DOT_ARGS int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *s
+
+/* A tile kernel does the same for n_vec activation vectors at once (x + v*x_stride), writing y[v*y_stride + r]:
+ * it can reuse each piece of the weights it loads from memory for every vector while it is in L1. */
+typedef void (*ow_tile_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x,
+                           size_t x_stride, int n_vec, float *y, int64_t y_stride);
+#define OW_TILE_ARGS \
+    int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, size_t x_stride, int n_vec, float *y, \
+        int64_t y_stride
 
 /* every weight type with a dot kernel, with the activation type it pairs with */
 #define OW_FOR_EACH_DOT(X) \
@@ -25,11 +34,13 @@ typedef void (*ow_act_quant_fn)(const float *x, void *xq, int64_t n_cols);
 #define OW_DECLARE_DOT(name, path) void vec_dot_##name##_##path(OW_DOT_ARGS);
 #define OW_DECLARE_GENERIC(name) OW_DECLARE_DOT(name, generic)
 OW_FOR_EACH_DOT(OW_DECLARE_GENERIC)
+OW_DECLARE_GENERIC(q8_0r16_q8_0r16)   /* onewell's repacked Q8_0 (q8_0_r16.h), outside the ggml list */
 
 void act_quant_f16_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_0_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_1_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_K_generic(const float *x, void *xq, int64_t n);
+void act_quant_q8_0r16_generic(const float *x, void *xq, int64_t n);
 
 #if OW_X86_KERNELS
 #define OW_DECLARE_AVX2(name) OW_DECLARE_DOT(name, avx2)
@@ -38,6 +49,10 @@ void act_quant_q8_K_generic(const float *x, void *xq, int64_t n);
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
+OW_DECLARE_AVX2(q8_0r16_q8_0r16)
+OW_DECLARE_AVX2_VNNI(q8_0r16_q8_0r16)
+/* the R16 layout's own kernel: 512-bit, n_vec vectors per weight load */
+void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
 
 /* kernels that use the full 512-bit registers; other types run their _avx512_256 twin on this path */
 #define OW_FOR_EACH_DOT_512(X) X(f32_f32) X(f16_f16) X(q8_0_q8_0) X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
@@ -49,6 +64,7 @@ void act_quant_f16_avx2(const float *x, void *xq, int64_t n);
 void act_quant_q8_0_avx2(const float *x, void *xq, int64_t n);
 void act_quant_q8_1_avx2(const float *x, void *xq, int64_t n);
 void act_quant_q8_K_avx2(const float *x, void *xq, int64_t n);
+void act_quant_q8_0r16_avx2(const float *x, void *xq, int64_t n);
 #endif
 
 #endif

@@ -1,5 +1,7 @@
 /* AVX-512 (F, BW, VL, VNNI) dot kernels, translations of vec_dot_generic.c.
  *
+ * Q8_0 R16 (q8_0_r16.h), onewell's repacked Q8_0, has the one tile kernel that takes every vector in one call.
+ *
  * Types whose blocks fill 512-bit registers naturally get their own kernels here: Q8_0 (two 32-byte blocks per
  * register), the 256-element K-quants (64 elements per register), F32/F16 (masked tails). The 32-element 4/5-bit
  * types run the 256-bit kernels of vec_dot_x86_256.inc, rebuilt below with EVEX VNNI and mask registers
@@ -74,6 +76,98 @@ OW_INLINE void tile_q8_0(int64_t nb, const uint8_t *w, size_t stride, const void
         q8_0_pair_step(x + b, &zero_q8_0, wb, 0, acc, R);
     }
     for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+/* Q8_0 R16 x its activations (q8_0_r16.h): per group of 16 blocks, 8 loads + 8 vpdpbusd per row, then ONE
+ * convert and ONE fma with the 16 scales. Every activation vector of the call is applied to a group while its
+ * weights are in registers (R16_BATCH vectors at once) or in L1 (the next batches), so the weights are streamed
+ * from memory once per call. Each vector's arithmetic is the same for any n_vec: results do not depend on it. */
+
+#define R16_BATCH 4   /* vectors sharing each weight load: 4 x 4 dpbusd accumulators stay in registers */
+#define R16_VECS 16   /* vectors per pass over a row tile (their float accumulators live on the stack) */
+
+/* the 64 bytes at p, or the first 4m of them (the mask) in a row's last, partial group */
+OW_INLINE __m512i r16_load(const uint8_t *p, __mmask16 mk, const int FULL) {
+    return FULL ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi32(mk, p);
+}
+
+/* One group (blocks g.., m of them) of R rows x NV vectors: acc[v][r] += block dots * d_w * d_x, lane k holding
+ * block g + k. The seeds remove the 128 * (activation sum) that the unsigned q + 128 weights add. */
+OW_INLINE void r16_group(const uint8_t *w, size_t stride, const uint8_t *const *x, int64_t n_cols, int64_t g,
+                         int m, __mmask16 mk, const __m512 dw[], __m512 (*acc)[OW_ROW_TILE], size_t prefetch,
+                         const int R, const int NV, const int FULL) {
+    const int group = FULL ? OW_R16_GROUP : m;   /* a constant in full groups: chunk offsets fold */
+    __m512i p[R16_BATCH][OW_ROW_TILE];
+    for (int v = 0; v < NV; v++) {
+        const __m512i seed = r16_load(x[v] + ow_r16_act_seeds(n_cols) + 4 * g, mk, FULL);
+        for (int r = 0; r < R; r++) p[v][r] = seed;
+    }
+    for (int j = 0; j < OW_R16_CHUNKS; j++) {
+        const size_t at = ow_r16_chunk(g, group, j);
+        __m512i q[OW_ROW_TILE];
+        for (int r = 0; r < R; r++) {
+            q[r] = r16_load(w + (size_t)r * stride + at, mk, FULL);
+            if (prefetch) _mm_prefetch((const char *)(w + (size_t)r * stride + at + prefetch), _MM_HINT_T0);
+        }
+        for (int v = 0; v < NV; v++) {
+            const __m512i a = r16_load(x[v] + at, mk, FULL);
+            for (int r = 0; r < R; r++) p[v][r] = _mm512_dpbusd_epi32(p[v][r], q[r], a);
+        }
+    }
+    for (int v = 0; v < NV; v++) {
+        const __m512 dx = _mm512_castsi512_ps(r16_load(x[v] + ow_r16_act_scales(n_cols) + 4 * g, mk, FULL));
+        for (int r = 0; r < R; r++)
+            acc[v][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[v][r]), _mm512_mul_ps(dx, dw[r]), acc[v][r]);
+    }
+}
+
+/* One pass over R rows for the nv <= VECS vectors x[0..nv): y[v * y_stride + r]. */
+OW_INLINE void r16_pass(int64_t n_cols, const uint8_t *w, size_t stride, const uint8_t *const *x, int nv, float *y,
+                        int64_t y_stride, const int R, const int VECS) {
+    const int64_t nb = n_cols / OW_QK;
+    const size_t prefetch = ow_r16_prefetch();   /* for the first vectors only: the others find the group in L1 */
+    __m512 acc[VECS][OW_ROW_TILE];
+    for (int v = 0; v < nv; v++)
+        for (int r = 0; r < R; r++) acc[v][r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nb; g += OW_R16_GROUP) {
+        const int m = ow_r16_group_blocks(nb, g);
+        const __mmask16 mk = (__mmask16)((1u << m) - 1);
+        __m512 dw[OW_ROW_TILE];
+        for (int r = 0; r < R; r++) {
+            const uint8_t *scales = w + (size_t)r * stride + (size_t)n_cols + 2 * (size_t)g;
+            dw[r] = _mm512_cvtph_ps(m == OW_R16_GROUP ? _mm256_loadu_si256((const __m256i *)scales)
+                                                      : _mm256_maskz_loadu_epi16(mk, scales));
+        }
+        int v = 0;
+        if (m == OW_R16_GROUP) {
+            if (VECS > 1)
+                for (; v + R16_BATCH <= nv; v += R16_BATCH)
+                    r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, R16_BATCH, 1);
+            for (; v < nv; v++) r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, 1, 1);
+        } else {
+            if (VECS > 1)
+                for (; v + R16_BATCH <= nv; v += R16_BATCH)
+                    r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, R16_BATCH, 0);
+            for (; v < nv; v++) r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, 1, 0);
+        }
+    }
+    for (int v = 0; v < nv; v++)
+        for (int r = 0; r < R; r++) y[(int64_t)v * y_stride + r] = _mm512_reduce_add_ps(acc[v][r]);
+}
+
+OW_INLINE void tile_q8_0r16(int64_t n_cols, const uint8_t *w, size_t stride, const uint8_t *xq, size_t x_stride,
+                            int n_vec, float *y, int64_t y_stride, const int R) {
+    const uint8_t *x[R16_VECS];
+    if (n_vec == 1) {   /* decode: accumulators in registers */
+        x[0] = xq;
+        r16_pass(n_cols, w, stride, x, 1, y, y_stride, R, 1);
+        return;
+    }
+    for (int v0 = 0; v0 < n_vec; v0 += R16_VECS) {
+        const int nv = n_vec - v0 < R16_VECS ? n_vec - v0 : R16_VECS;
+        for (int v = 0; v < nv; v++) x[v] = xq + (size_t)(v0 + v) * x_stride;
+        r16_pass(n_cols, w, stride, x, nv, y + (int64_t)v0 * y_stride, y_stride, R, R16_VECS);
+    }
 }
 
 /* Q4_K / Q5_K x Q8_K: 64 elements (two sub-blocks) per register; vpdpwssd applies the sub-block scales ------- */
@@ -243,5 +337,13 @@ OW_AVX512_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
 OW_AVX512_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
 OW_AVX512_ENTRY(f32_f32, tile_f32, 1)
 OW_AVX512_ENTRY(f16_f16, tile_f16, 1)
+
+OW_TARGET void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS) {
+    if (nr == OW_ROW_TILE) {
+        tile_q8_0r16(n_cols, w, w_stride, x, x_stride, n_vec, y, y_stride, OW_ROW_TILE);
+        return;
+    }
+    for (int r = 0; r < nr; r++) tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, 1);
+}
 
 #endif

@@ -196,3 +196,28 @@ OW_GENERIC_DOT(q5_K_q8_K, ow_block_q5_K, ow_block_q8_K, OW_QK_K)
 OW_GENERIC_DOT(q6_K_q8_K, ow_block_q6_K, ow_block_q8_K, OW_QK_K)
 OW_GENERIC_DOT(f32_f32, uint8_t, float, 1)
 OW_GENERIC_DOT(f16_f16, uint8_t, uint16_t, 1)
+
+/* Q8_0 R16 (q8_0_r16.h): the repacked layout, computed block by block in ggml's order. The integer dot of a
+ * block is the seed plus the products of the unsigned (q + 128) weights, the float steps are those of
+ * dot_row_q8_0_q8_0, so a repacked row gives bit for bit the result of its Q8_0 original on this path. ------- */
+
+static float dot_row_q8_0r16(const uint8_t *w, const uint8_t *x, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t sumi;
+        memcpy(&sumi, x + ow_r16_act_seeds(n_cols) + 4 * b, 4);   /* -128 * sum of the activation quants */
+        for (int t = 0; t < OW_QK; t++) {
+            const size_t at = ow_r16_pos(nb, b, t);
+            sumi += w[at] * (int8_t)x[at];
+        }
+        float dx;
+        memcpy(&dx, x + ow_r16_act_scales(n_cols) + 4 * b, 4);
+        sum += (float)sumi * (ow_fp16_to_fp32(ow_read_u16(w + n_cols + 2 * b)) * dx);
+    }
+    return sum;
+}
+
+void vec_dot_q8_0r16_q8_0r16_generic(OW_DOT_ARGS) {
+    for (int r = 0; r < nr; r++) s[r] = dot_row_q8_0r16(w + (size_t)r * w_stride, x, n_cols);
+}
