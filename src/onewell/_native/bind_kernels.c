@@ -115,10 +115,11 @@ static int check_matmul(const matmul_call *c) {
     if (!ow_wtype_supported(c->wt)) { PyErr_Format(PyExc_ValueError, "weight type %d has no kernel", c->wt); return -1; }
     if (check_cols(c->wt, c->n_cols) < 0) return -1;
     /* the packed size; Q8_0 R16 rows may be padded to any longer stride */
-    const size_t packed = (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
+    const size_t packed =
+        (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
     if (c->row_bytes < 0 || !ow_row_bytes_ok((ow_wtype)c->wt, c->n_cols, (size_t)c->row_bytes)) {
-        PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %s%zu bytes", c->row_bytes, c->n_cols,
-                     c->wt == OW_TYPE_Q8_0_R16 ? "at least " : "", packed);
+        PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %s%zu bytes", c->row_bytes,
+                     c->n_cols, c->wt == OW_TYPE_Q8_0_R16 ? "at least " : "", packed);
         return -1;
     }
     const size_t row_bytes = (size_t)c->row_bytes;

@@ -343,7 +343,8 @@ OW_TARGET void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS) {
         tile_q8_0r16(n_cols, w, w_stride, x, x_stride, n_vec, y, y_stride, OW_ROW_TILE);
         return;
     }
-    for (int r = 0; r < nr; r++) tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, 1);
+    for (int r = 0; r < nr; r++)
+        tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, 1);
 }
 
 #endif
