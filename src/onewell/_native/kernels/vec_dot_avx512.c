@@ -95,7 +95,7 @@ OW_INLINE __m512i r16_load(const uint8_t *p, __mmask16 mk, const int FULL) {
  * block g + k. The seeds remove the 128 * (activation sum) that the unsigned q + 128 weights add. */
 OW_INLINE void r16_group(const uint8_t *w, size_t stride, const uint8_t *const *x, int64_t n_cols, int64_t g,
                          int m, __mmask16 mk, const __m512 dw[], __m512 (*acc)[OW_ROW_TILE], size_t prefetch,
-                         const int R, const int NV, const int FULL) {
+                         const int R, const int NV, const int FULL, const int PREFETCH) {
     const int group = FULL ? OW_R16_GROUP : m;   /* a constant in full groups: chunk offsets fold */
     __m512i p[R16_BATCH][OW_ROW_TILE];
     for (int v = 0; v < NV; v++) {
@@ -107,7 +107,7 @@ OW_INLINE void r16_group(const uint8_t *w, size_t stride, const uint8_t *const *
         __m512i q[OW_ROW_TILE];
         for (int r = 0; r < R; r++) {
             q[r] = r16_load(w + (size_t)r * stride + at, mk, FULL);
-            if (prefetch) _mm_prefetch((const char *)(w + (size_t)r * stride + at + prefetch), _MM_HINT_T0);
+            if (PREFETCH) _mm_prefetch((const char *)(w + (size_t)r * stride + at + prefetch), _MM_HINT_T0);
         }
         for (int v = 0; v < NV; v++) {
             const __m512i a = r16_load(x[v] + at, mk, FULL);
@@ -138,18 +138,22 @@ OW_INLINE void r16_pass(int64_t n_cols, const uint8_t *w, size_t stride, const u
             dw[r] = _mm512_cvtph_ps(m == OW_R16_GROUP ? _mm256_loadu_si256((const __m256i *)scales)
                                                       : _mm256_maskz_loadu_epi16(mk, scales));
         }
+        /* the first vectors of the call stream the group from memory (and prefetch, when asked): a variant each,
+         * so the weight loads carry no branch */
+#define R16_GROUP(NV, FULL)                                                                               \
+    (v == 0 && prefetch ? r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, prefetch, R, NV, FULL, 1) \
+                        : r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, 0, R, NV, FULL, 0))
         int v = 0;
         if (m == OW_R16_GROUP) {
             if (VECS > 1)
-                for (; v + R16_BATCH <= nv; v += R16_BATCH)
-                    r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, R16_BATCH, 1);
-            for (; v < nv; v++) r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, 1, 1);
+                for (; v + R16_BATCH <= nv; v += R16_BATCH) R16_GROUP(R16_BATCH, 1);
+            for (; v < nv; v++) R16_GROUP(1, 1);
         } else {
             if (VECS > 1)
-                for (; v + R16_BATCH <= nv; v += R16_BATCH)
-                    r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, R16_BATCH, 0);
-            for (; v < nv; v++) r16_group(w, stride, x + v, n_cols, g, m, mk, dw, acc + v, v ? 0 : prefetch, R, 1, 0);
+                for (; v + R16_BATCH <= nv; v += R16_BATCH) R16_GROUP(R16_BATCH, 0);
+            for (; v < nv; v++) R16_GROUP(1, 0);
         }
+#undef R16_GROUP
     }
     for (int v = 0; v < nv; v++)
         for (int r = 0; r < R; r++) y[(int64_t)v * y_stride + r] = _mm512_reduce_add_ps(acc[v][r]);
