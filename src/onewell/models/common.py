@@ -15,6 +15,7 @@ import numpy as np
 
 from onewell.errors import GGUFError, UnsupportedError
 from onewell.models.base import Weight
+from onewell.quant import dequantize
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,18 @@ class WeightTable:
             raise GGUFError(f"{self._where}: tensor {name!r} has shape {tuple(info.shape)} (numpy order), "
                             f"the model's metadata implies {tuple(shape)}")
         self._used.add(name)
-        return Weight(name=name, ggml_type=info.ggml_type, shape=tuple(info.shape),
-                      raw=self._reader.tensor_data(name))
+        weight = Weight(name=name, ggml_type=info.ggml_type, shape=tuple(info.shape),
+                        raw=self._reader.tensor_data(name))
+        if len(shape) == 1:
+            self._check_finite(weight)
+        return weight
+
+    def _check_finite(self, w: Weight) -> None:
+        """Norm weights and biases scale every activation: a NaN or inf there poisons every output."""
+        values = dequantize(w.ggml_type, w.raw, w.shape)
+        if not np.isfinite(values).all():
+            raise GGUFError(f"{self._where}: tensor {w.name!r} contains NaN or inf "
+                            f"(at element {int(np.flatnonzero(~np.isfinite(values))[0])})")
 
     def rows(self, name: str, cols: int) -> int:
         """Row count of a 2-D tensor whose columns are known (the vocabulary size of an embedding table)."""
