@@ -268,6 +268,20 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(before);
 }
 
+/* r16_row_stream(0, 1 or -1) -> the setting before the call; -1 only reads it */
+static PyObject *py_r16_row_stream(PyObject *self, PyObject *args) {
+    (void)self;
+    int on;
+    if (!PyArg_ParseTuple(args, "i", &on)) return NULL;
+    if (on < -1 || on > 1) {
+        PyErr_SetString(PyExc_ValueError, "r16_row_stream: 0 (4-row tiles), 1 (rows one at a time) or -1 (read)");
+        return NULL;
+    }
+    const int before = ow_r16_row_stream();
+    if (on >= 0) ow_r16_set_row_stream(on);
+    return PyLong_FromLong(before);
+}
+
 PyMethodDef ow_kernel_methods[] = {
     {"kernel_paths", py_kernel_paths, METH_NOARGS, "Kernel paths this CPU can run, e.g. ['generic', 'avx2', 'avx2-vnni', 'avx512']."},
     {"kernel_default_path", py_kernel_default_path, METH_NOARGS, "The path ow_matmul_rows uses for ow_isa_best() (honors ONEWELL_ISA)."},
@@ -278,6 +292,8 @@ PyMethodDef ow_kernel_methods[] = {
      "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows"},
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
      "r16_prefetch(bytes or -1) -> previous software prefetch distance of the AVX-512 Q8_0 R16 kernel (0 = off)"},
+    {"r16_row_stream", py_r16_row_stream, METH_VARARGS,
+     "r16_row_stream(0, 1 or -1) -> previous setting: single-vector R16 matmuls stream rows one at a time (1) or in 4-row tiles (0)"},
     {"r16_row_stride", py_r16_row_stride, METH_VARARGS, "r16_row_stride(n_cols) -> the padded Q8_0 R16 row stride"},
     {"matmul_bench", py_matmul_bench, METH_VARARGS, "matmul_bench(<matmul args>, n_iter) -> seconds"},
     {NULL, NULL, 0, NULL},

@@ -74,11 +74,14 @@ int ow_row_bytes_ok(ow_wtype wt, int64_t n_cols, size_t row_bytes) {
 
 size_t ow_q8_0_r16_row_stride(int64_t n_cols) { return ow_r16_row_stride(n_cols); }
 
-/* One core's memory-level parallelism, not instructions, limits the R16 kernel (docs/perf-log.md): software
- * prefetch may help; off until measured in the engine. */
-static _Atomic size_t r16_prefetch_bytes = 0;
+/* One core's memory-level parallelism, not instructions, limits the R16 kernel (docs/perf-log.md, entry 3):
+ * streaming rows one at a time with software prefetch ahead of the stream beat 4-row tiles without it. */
+static _Atomic size_t r16_prefetch_bytes = OW_R16_DEFAULT_PREFETCH;
+static _Atomic int r16_row_stream_on = 1;
 void ow_r16_set_prefetch(size_t bytes) { r16_prefetch_bytes = bytes; }
 size_t ow_r16_prefetch(void) { return r16_prefetch_bytes; }
+void ow_r16_set_row_stream(int on) { r16_row_stream_on = on != 0; }
+int ow_r16_row_stream(void) { return r16_row_stream_on; }
 
 /* --- paths ------------------------------------------------------------------------------------------------ */
 

@@ -1,0 +1,63 @@
+"""A/B decode speed of engine settings, interleaved in one process (A B A B ...), as the perf log wants.
+
+Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk_rows`) plus the process-wide
+knobs of the Q8_0 R16 kernel: `r16_prefetch` (bytes of software prefetch, default 8192) and `r16_row_stream`
+(1: single-vector matmuls stream rows one at a time, the default; 0: 4-row tiles). Prints tok/s per
+variant (median of the repetitions) and the ratio of each variant to the first.
+
+    python benchmarks/ab_decode.py MODEL --threads 1 --variants '{"repack": False}' '{"repack": True}'
+"""
+import argparse
+import ast
+import statistics
+import time
+
+from onewell._native import _core
+from onewell.gguf import GGUFReader
+from onewell.hub import ensure_model
+from onewell.models.registry import load_spec
+from onewell.runtime.native import NativeBackend
+
+KNOBS = ("r16_prefetch", "r16_row_stream")
+
+
+def tg_speed(backend: NativeBackend, n_gen: int) -> float:
+    backend.reset()
+    tok = backend.forward_argmax([1, 2, 3, 4])
+    t0 = time.perf_counter()
+    for _ in range(n_gen):
+        tok = backend.forward_argmax([tok])
+    return n_gen / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("-n", "--n-gen", type=int, default=32)
+    ap.add_argument("--variants", nargs="+", required=True, help="python dict literals")
+    args = ap.parse_args()
+    spec = load_spec(GGUFReader(ensure_model(args.model)))
+    variants = [ast.literal_eval(v) for v in args.variants]
+    backends = []
+    for v in variants:
+        kwargs = {k: val for k, val in v.items() if k not in KNOBS}
+        backends.append(NativeBackend(spec, n_ctx=256, threads=args.threads, **kwargs))
+    speeds = [[] for _ in variants]
+    for _ in range(args.reps):
+        for i, (v, b) in enumerate(zip(variants, backends)):
+            _core.r16_prefetch(v.get("r16_prefetch", 8192))
+            _core.r16_row_stream(v.get("r16_row_stream", 1))
+            tg_speed(b, 4)  # warm this backend's caches and pool after the other ran
+            speeds[i].append(tg_speed(b, args.n_gen))
+    base = statistics.median(speeds[0])
+    mb = spec.bytes_per_token() / 1e6
+    print(f"{args.model}, {args.threads} thread(s), tg{args.n_gen}, {args.reps} interleaved reps, {mb:.1f} MB/token (file bytes)")
+    for v, s in zip(variants, speeds):
+        med = statistics.median(s)
+        print(f"  {str(v):50} {med:7.2f} tok/s  ({min(s):.1f}-{max(s):.1f})  {med * mb / 1e3:5.1f} GB/s  ratio {med / base:.3f}")
+
+
+if __name__ == "__main__":
+    main()
