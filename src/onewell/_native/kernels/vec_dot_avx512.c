@@ -174,6 +174,13 @@ OW_INLINE void tile_q8_0r16(int64_t n_cols, const uint8_t *w, size_t stride, con
     }
 }
 
+/* Software prefetch of the lines of one weight block `distance` bytes ahead (0 = off): the K-quant kernels
+ * stream rows like the R16 one and gain from it the same way (docs/perf-log.md, entry 4). */
+OW_INLINE void prefetch_block(const uint8_t *block, size_t bytes, size_t distance) {
+    if (!distance) return;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)(block + distance + off), _MM_HINT_T0);
+}
+
 /* Q4_K / Q5_K x Q8_K: 64 elements (two sub-blocks) per register; vpdpwssd applies the sub-block scales ------- */
 
 OW_INLINE __m128i k4_scales_mins(const uint8_t *packed) {
@@ -196,6 +203,7 @@ OW_INLINE void tile_q45_K(int64_t nb, const uint8_t *w, size_t stride, const voi
     const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
     __m512 acc[OW_ROW_TILE];
     __m128 acc_min[OW_ROW_TILE];
+    const size_t prefetch = ow_r16_prefetch();
     for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); acc_min[r] = _mm_setzero_ps(); }
     for (int64_t b = 0; b < nb; b++) {
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
@@ -204,6 +212,8 @@ OW_INLINE void tile_q45_K(int64_t nb, const uint8_t *w, size_t stride, const voi
             const uint8_t *wrow = w + (size_t)r * stride;
             const ow_block_q4_K *b4 = (const ow_block_q4_K *)wrow + b;
             const ow_block_q5_K *b5 = (const ow_block_q5_K *)wrow + b;
+            if (HIGH) prefetch_block((const uint8_t *)b5, sizeof *b5, prefetch);
+            else prefetch_block((const uint8_t *)b4, sizeof *b4, prefetch);
             const uint16_t wd = HIGH ? b5->d : b4->d, wdmin = HIGH ? b5->dmin : b4->dmin;
             const uint8_t *qs = HIGH ? b5->qs : b4->qs;
 
@@ -254,11 +264,13 @@ OW_INLINE void tile_q6_K(int64_t nb, const uint8_t *w, size_t stride, const void
     const ow_block_q8_K *x = vx;
     const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
     __m512 acc[OW_ROW_TILE];
+    const size_t prefetch = ow_r16_prefetch();
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
         for (int r = 0; r < R; r++) {
             const ow_block_q6_K *wb = (const ow_block_q6_K *)(w + (size_t)r * stride) + b;
+            prefetch_block((const uint8_t *)wb, sizeof *wb, prefetch);
             const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
             const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
             __m512i isum = zext256(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
@@ -336,9 +348,17 @@ OW_INLINE void tile_f16(int64_t n, const uint8_t *w, size_t stride, const void *
     }
 
 OW_AVX512_ENTRY(q8_0_q8_0, tile_q8_0, OW_QK)
-OW_AVX512_ENTRY(q4_K_q8_K, tile_q4_K, OW_QK_K)
-OW_AVX512_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
-OW_AVX512_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
+/* K-quants: rows one at a time (one sequential stream, prefetched) when the decode row-stream knob is on */
+#define OW_AVX512_STREAM_ENTRY(name, tile, per_block)                                              \
+    OW_TARGET void vec_dot_##name##_avx512(OW_DOT_ARGS) {                                          \
+        const int64_t nb = n_cols / (per_block);                                                   \
+        if (nr == OW_ROW_TILE && !ow_r16_row_stream()) { tile(nb, w, w_stride, x, s, OW_ROW_TILE); return; } \
+        for (int r = 0; r < nr; r++) tile(nb, w + (size_t)r * w_stride, w_stride, x, s + r, 1);    \
+    }
+
+OW_AVX512_STREAM_ENTRY(q4_K_q8_K, tile_q4_K, OW_QK_K)
+OW_AVX512_STREAM_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
+OW_AVX512_STREAM_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
 OW_AVX512_ENTRY(f32_f32, tile_f32, 1)
 OW_AVX512_ENTRY(f16_f16, tile_f16, 1)
 
