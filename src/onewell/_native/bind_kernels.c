@@ -114,12 +114,12 @@ typedef struct {
 static int check_matmul(const matmul_call *c) {
     if (!ow_wtype_supported(c->wt)) { PyErr_Format(PyExc_ValueError, "weight type %d has no kernel", c->wt); return -1; }
     if (check_cols(c->wt, c->n_cols) < 0) return -1;
-    /* the packed size; Q8_0 R16 rows may be padded to any longer stride */
+    /* the packed size; Q8_0 R16 and Q4_1 R16 rows may be padded to any longer stride */
     const size_t packed =
         (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
     if (c->row_bytes < 0 || !ow_row_bytes_ok((ow_wtype)c->wt, c->n_cols, (size_t)c->row_bytes)) {
         PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %s%zu bytes", c->row_bytes,
-                     c->n_cols, c->wt == OW_TYPE_Q8_0_R16 ? "at least " : "", packed);
+                     c->n_cols, c->wt == OW_TYPE_Q8_0_R16 || c->wt == OW_TYPE_Q4_1_R16 ? "at least " : "", packed);
         return -1;
     }
     const size_t row_bytes = (size_t)c->row_bytes;
@@ -208,7 +208,8 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0 or Q5_0 rows -> Q8_0 R16 rows */
+/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0 or Q5_0 rows -> Q8_0 R16 rows,
+ * Q4_1 rows -> Q4_1 R16 rows */
 static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     (void)self;
     int st;
@@ -216,15 +217,15 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     Py_ssize_t src_row_bytes, rows, n_cols, dst_stride;
     if (!PyArg_ParseTuple(args, "iy*nnnw*n", &st, &src, &src_row_bytes, &rows, &n_cols, &dst, &dst_stride)) return NULL;
     PyObject *result = NULL;
-    if (st != OW_TYPE_Q8_0 && st != OW_TYPE_Q5_0) {
-        PyErr_Format(PyExc_ValueError, "repack_r16: type %d is neither Q8_0 nor Q5_0", st);
+    if (st != OW_TYPE_Q8_0 && st != OW_TYPE_Q5_0 && st != OW_TYPE_Q4_1) {
+        PyErr_Format(PyExc_ValueError, "repack_r16: type %d is neither Q8_0, Q5_0 nor Q4_1", st);
         goto done;
     }
     if (check_cols(st, n_cols) < 0) goto done;
     const size_t blocks = (size_t)(n_cols / ow_type_block_size((ow_ggml_type)st));
     const size_t packed = blocks * ow_type_block_bytes((ow_ggml_type)st);
     if (rows < 0 || src_row_bytes < (Py_ssize_t)packed ||
-        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes(OW_TYPE_Q8_0_R16))) {
+        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes(st == OW_TYPE_Q4_1 ? OW_TYPE_Q4_1_R16 : OW_TYPE_Q8_0_R16))) {
         PyErr_SetString(PyExc_ValueError, "repack_r16: negative rows, or a row size below the packed size");
         goto done;
     }
@@ -235,8 +236,9 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     }
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = st == OW_TYPE_Q8_0 ? ow_repack_q8_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride)
-                                : ow_repack_q5_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
+    if (st == OW_TYPE_Q8_0) status = ow_repack_q8_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
+    else if (st == OW_TYPE_Q5_0) status = ow_repack_q5_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
+    else status = ow_repack_q4_1_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
     Py_END_ALLOW_THREADS
     if (status) { PyErr_SetString(PyExc_ValueError, "repack_r16: inconsistent sizes"); goto done; }
     result = Py_NewRef(Py_None);
@@ -289,7 +291,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"quantize_act", py_quantize_act, METH_VARARGS, "quantize_act(act_type, x, n_cols, n_vec, out, path)"},
     {"matmul", py_matmul, METH_VARARGS, "matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path)"},
     {"repack_r16", py_repack_r16, METH_VARARGS,
-     "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows"},
+     "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows, Q4_1 -> Q4_1 R16"},
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
      "r16_prefetch(bytes or -1) -> previous software prefetch distance of the AVX-512 Q8_0 R16 kernel (0 = off)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,

@@ -1,4 +1,5 @@
-"""Q8_0 R16: onewell's load-time repacked layout of Q8_0 weights (and, losslessly, Q5_0), numpy twins.
+"""Q8_0 R16 and Q4_1 R16: onewell's load-time repacked layouts of Q8_0 (and, losslessly, Q5_0) and Q4_1 weights,
+numpy twins.
 
 The native core repacks at load time (onewell/_native/kernels/repack_r16.c) so its AVX-512 VNNI kernel needs one
 convert and one fma per 16 blocks instead of per block; these functions produce the same bytes, for tests and as
@@ -124,3 +125,67 @@ def quantize_act_r16(x: np.ndarray) -> np.ndarray:
     seeds = (-128 * quants.sum(axis=2, dtype=np.int32)).astype("<i4")
     out = np.concatenate([interleave(quants.view(np.uint8)), scales.view(np.uint8), seeds.view(np.uint8)], axis=1)
     return out.reshape(*x.shape[:-1], act_row_nbytes(cols))
+
+
+# --- Q4_1 R16 (onewell/_native/kernels/q4_1_r16.h) -------------------------------------------------------------
+#
+# Weight row, padded to `q4_1_row_stride(cols)` (a multiple of 64) with zeros:
+#     [nibbles: cols/2 bytes][fp16 d: cols/32 x 2][fp16 m: cols/32 x 2]
+#     The group of m blocks starting at block g takes 16m bytes at 16g: 4 pairs i of 4m bytes at 16g + 4mi.
+#     Byte 4k + t of pair i = q[g+k][8i+t] | q[g+k][8i+4+t] << 4: the low nibbles are R16 chunk 2i, the high
+#     nibbles chunk 2i + 1, so one 64-byte load yields the weights of two activation chunks.
+# It multiplies the R16 activation rows above: block value d_w d_x sum(q x_q) + m_w d_x sum(x_q).
+
+Q4_1_R16 = 1010
+_Q4_1_BYTES = 20
+
+
+def q4_1_row_stride(cols: int) -> int:
+    """Bytes per repacked Q4_1 weight row: nibbles + fp16 d + fp16 m, rounded up to a multiple of 64."""
+    used = cols // 2 + 4 * _blocks_of(cols)
+    return -(-used // ROW_ALIGN) * ROW_ALIGN
+
+
+def _q4_1_quants(blocks: np.ndarray) -> np.ndarray:
+    """(rows, blocks, 20) raw Q4_1 -> (rows, blocks, 32) uint8 values 0..15 in element order."""
+    qs = blocks[:, :, 4:]
+    return np.concatenate([qs & np.uint8(0x0F), qs >> np.uint8(4)], axis=2)
+
+
+def repack_q4_1_r16(raw, rows: int, cols: int) -> np.ndarray:
+    """Raw Q4_1 bytes of a rows x cols matrix -> uint8 [rows, q4_1_row_stride(cols)] in the Q4_1 R16 layout."""
+    blocks = _source_blocks(raw, rows, cols, _Q4_1_BYTES, "Q4_1")
+    rows, nb = blocks.shape[:2]
+    # R16 interleave of the values, then each run of 4m bytes (chunk 2i) joins the next run (chunk 2i + 1)
+    values = interleave(_q4_1_quants(blocks))
+    nibbles = np.empty((rows, cols // 2), dtype=np.uint8)
+    for g in range(0, nb, GROUP):
+        m = min(GROUP, nb - g)
+        chunks = values[:, BLOCK * g:BLOCK * (g + m)].reshape(rows, 4, 2, 4 * m)   # pair i, low/high, bytes
+        nibbles[:, 16 * g:16 * (g + m)] = (chunks[:, :, 0] | (chunks[:, :, 1] << np.uint8(4))).reshape(rows, 16 * m)
+    out = np.zeros((rows, q4_1_row_stride(cols)), dtype=np.uint8)
+    out[:, :cols // 2] = nibbles
+    out[:, cols // 2:cols // 2 + 2 * nb] = blocks[:, :, 0:2].reshape(rows, 2 * nb)
+    out[:, cols // 2 + 2 * nb:cols // 2 + 4 * nb] = blocks[:, :, 2:4].reshape(rows, 2 * nb)
+    return out
+
+
+def unpack_q4_1_r16(packed: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Inverse of repack_q4_1_r16: uint8 [rows, stride] -> the raw Q4_1 bytes (rows * cols/32 * 20)."""
+    nb = _blocks_of(cols)
+    packed = np.asarray(packed, dtype=np.uint8).reshape(rows, -1)
+    values = np.empty((rows, cols), dtype=np.uint8)   # R16-interleaved values
+    for g in range(0, nb, GROUP):
+        m = min(GROUP, nb - g)
+        pairs = packed[:, 16 * g:16 * (g + m)].reshape(rows, 4, 1, 4 * m)
+        both = np.concatenate([pairs & np.uint8(0x0F), pairs >> np.uint8(4)], axis=2)
+        values[:, BLOCK * g:BLOCK * (g + m)] = both.reshape(rows, BLOCK * m)
+    order = interleave(np.arange(nb * BLOCK, dtype=np.int64).reshape(1, nb, BLOCK))[0]
+    quants = np.empty((rows, nb * BLOCK), dtype=np.uint8)
+    quants[:, order] = values
+    quants = quants.reshape(rows, nb, BLOCK)
+    out = np.empty((rows, nb, _Q4_1_BYTES), dtype=np.uint8)
+    out[:, :, 0:2] = packed[:, cols // 2:cols // 2 + 2 * nb].reshape(rows, nb, 2)
+    out[:, :, 2:4] = packed[:, cols // 2 + 2 * nb:cols // 2 + 4 * nb].reshape(rows, nb, 2)
+    out[:, :, 4:] = quants[:, :, :16] | (quants[:, :, 16:] << np.uint8(4))
+    return out.reshape(-1)

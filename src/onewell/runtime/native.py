@@ -3,7 +3,9 @@
 Each forward step runs in one C call with the GIL released: every layer, the output projection and (for greedy
 decoding) the argmax. The weights stay quantized in the GGUF mapping; activations are quantized to 8 bits inside
 the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 and Q5_0 matrices are repacked once at load into
-the Q8_0 R16 layout (lossless, same dot products), which that path streams far faster; the copies cost memory,
+the Q8_0 R16 layout and Q4_1 ones into Q4_1 R16 (lossless; Q4_1's min term is taken from f32 d_x * sum(x_q)
+instead of ggml's fp16 s, a ~2^-11 relative difference of that term), which that path streams far faster; the
+copies cost memory,
 shown by info()["repacked"]. Inputs longer than max_batch are run in chunks of max_batch tokens; chunks
 before the last skip the output projection unless every token's logits are wanted.
 
@@ -56,7 +58,7 @@ class NativeBackend:
                  isa: str | None = None, chunk_rows: int | None = None, repack: bool | None = None):
         """isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni", "avx512"; None = the best this CPU
         has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed chunk (a tuning knob; None = default).
-        repack: convert Q8_0 and Q5_0 matrices (all but the embedding table of the token gather) to the Q8_0 R16
+        repack: convert Q8_0, Q5_0 and Q4_1 matrices (all but the embedding table of the token gather) to their R16
         layout at load; None = when the kernel path is avx512 (the layout's fast kernel), True/False force it.
         Every path computes it correctly; the others just gain nothing from it."""
         self.n_ctx = _positive_int("n_ctx", n_ctx)
@@ -125,7 +127,7 @@ class NativeBackend:
         return self.info()["kpath"]
 
     def info(self) -> dict:
-        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch, and repacked: the Q8_0 R16
+        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch, and repacked: the R16
         copies made at load ({"matrices", "bytes" of memory they take, "source_bytes" of the originals})."""
         return {**_core.executor_info(self._ex), "repacked": self.plan.repacked}
 

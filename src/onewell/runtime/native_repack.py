@@ -1,9 +1,10 @@
-"""The native Q8_0 R16 layout (onewell/_native/kernels/q8_0_r16.h): load-time repacking and its matmul.
+"""The native R16 layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h): load-time repacking and matmuls.
 
-    repack(raw, weight_type, rows, cols)          -> uint8 [rows, stride], 64-byte aligned (Q8_0 or Q5_0 in)
-    quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes])
-    matmul(packed, rows, cols, x, isa=None)        -> float32 [n_vec, rows] (or [rows])
-    matmul_bench(packed, rows, cols, x, n_iter, isa=None) -> seconds
+    layout_for(weight_type)                        -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in)
+    repack(raw, weight_type, rows, cols)          -> uint8 [rows, stride] in layout_for(weight_type), 64-byte aligned
+    quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]); both layouts take it
+    matmul(packed, rows, cols, x, isa=None, layout=Q8_0_R16) -> float32 [n_vec, rows] (or [rows])
+    matmul_bench(packed, rows, cols, x, n_iter, isa=None, layout=Q8_0_R16) -> seconds
 
 The numpy twins are in onewell.quant.repack (same bytes). Arguments are checked here before C sees them.
 """
@@ -16,10 +17,12 @@ import numpy as np
 from onewell._native import _core
 from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
-from onewell.quant.repack import ACT_Q8_0_R16, Q8_0_R16, act_row_nbytes, row_stride
+from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
 from onewell.runtime.native_kernels import _check_activations, resolve_path
 
-SOURCE_TYPES = frozenset({GGMLType.Q8_0, GGMLType.Q5_0})
+SOURCE_TYPES = frozenset({GGMLType.Q8_0, GGMLType.Q5_0})   # repacked to Q8_0 R16
+LAYOUTS = {GGMLType.Q8_0: Q8_0_R16, GGMLType.Q5_0: Q8_0_R16, GGMLType.Q4_1: Q4_1_R16}
+_STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride}
 ALIGN = 64
 HUGE_PAGE = 2 << 20
 
@@ -52,22 +55,35 @@ def _dims(rows, cols) -> tuple[int, int]:
     return int(rows), int(cols)
 
 
-def repack(raw: np.ndarray, weight_type, rows: int, cols: int) -> np.ndarray:
-    """Raw Q8_0 or Q5_0 bytes of a rows x cols matrix -> a new 64-byte aligned uint8 [rows, row_stride(cols)]
-    in the Q8_0 R16 layout (lossless for both). Runs in C with the GIL released."""
+def layout_for(weight_type) -> int:
+    """The repacked layout a ggml weight type converts to: Q8_0_R16 (Q8_0, Q5_0) or Q4_1_R16 (Q4_1)."""
     try:
         wt = GGMLType(weight_type)
     except ValueError:
         raise UnsupportedError(f"unknown tensor type {weight_type!r}") from None
-    if wt not in SOURCE_TYPES:
-        raise UnsupportedError(f"only Q8_0 and Q5_0 repack to Q8_0 R16, not {wt.name}")
+    if wt not in LAYOUTS:
+        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16) and Q4_1 (to Q4_1 R16) repack, not {wt.name}")
+    return LAYOUTS[wt]
+
+
+def _layout_stride(layout, cols: int) -> int:
+    if layout not in _STRIDE:
+        raise ValueError(f"layout must be Q8_0_R16 ({Q8_0_R16}) or Q4_1_R16 ({Q4_1_R16}), got {layout!r}")
+    return _STRIDE[layout](cols)
+
+
+def repack(raw: np.ndarray, weight_type, rows: int, cols: int) -> np.ndarray:
+    """Raw Q8_0, Q5_0 or Q4_1 bytes of a rows x cols matrix -> a new 64-byte aligned uint8 [rows, stride] in
+    layout_for(weight_type) (lossless for all three). Runs in C with the GIL released."""
+    layout = layout_for(weight_type)
+    wt = GGMLType(weight_type)
     rows, cols = _dims(rows, cols)
     if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or not raw.flags.c_contiguous:
         raise ValueError("raw must be a C-contiguous uint8 numpy array")
     src_row = row_nbytes(wt, cols)
     if raw.size != rows * src_row:
         raise ValueError(f"{wt.name} {rows} x {cols} takes {rows * src_row} bytes, got {raw.size}")
-    stride = row_stride(cols)
+    stride = _layout_stride(layout, cols)
     out = aligned_empty(rows * stride)
     _core.repack_r16(int(wt), raw.reshape(-1), src_row, rows, cols, out, stride)
     return out.reshape(rows, stride)
@@ -84,36 +100,38 @@ def quantize_act(x: np.ndarray, isa: str | None = None) -> np.ndarray:
     return out[0] if x.ndim == 1 else out
 
 
-def _check_packed(packed, rows: int, cols: int) -> np.ndarray:
+def _check_packed(packed, rows: int, cols: int, layout=Q8_0_R16) -> np.ndarray:
+    stride = _layout_stride(layout, cols)
     if not isinstance(packed, np.ndarray) or packed.dtype != np.uint8 or not packed.flags.c_contiguous:
         raise ValueError("packed weights must be a C-contiguous uint8 numpy array")
-    if packed.size != rows * row_stride(cols):
-        raise ValueError(f"Q8_0 R16 {rows} x {cols} takes {rows * row_stride(cols)} bytes, got {packed.size}")
+    if packed.size != rows * stride:
+        raise ValueError(f"layout {layout} {rows} x {cols} takes {rows * stride} bytes, got {packed.size}")
     return packed.reshape(-1)
 
 
-def matmul(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, isa: str | None = None) -> np.ndarray:
-    """y = W @ x for W in the R16 layout (from repack) and float32 x [n_vec, cols] (or [cols])."""
+def matmul(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, isa: str | None = None,
+           layout: int = Q8_0_R16) -> np.ndarray:
+    """y = W @ x for W in an R16 layout (from repack; `layout` says which) and float32 x [n_vec, cols] (or [cols])."""
     rows, cols = _dims(rows, cols)
-    w = _check_packed(packed, rows, cols)
+    w = _check_packed(packed, rows, cols, layout)
     x = _check_activations(x, cols)
     path = resolve_path(isa)
     xq = quantize_act(x.reshape(-1, cols), path)
     y = np.empty((xq.shape[0], rows), dtype=np.float32)
-    _core.matmul(Q8_0_R16, w, row_stride(cols), cols, xq, xq.shape[1], xq.shape[0], y, rows, 0, rows, path)
+    _core.matmul(layout, w, _layout_stride(layout, cols), cols, xq, xq.shape[1], xq.shape[0], y, rows, 0, rows, path)
     return y[0] if x.ndim == 1 else y
 
 
 def matmul_bench(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, n_iter: int,
-                 isa: str | None = None) -> float:
-    """Seconds for `n_iter` back-to-back single-thread matmuls on the R16 layout (quantization excluded)."""
+                 isa: str | None = None, layout: int = Q8_0_R16) -> float:
+    """Seconds for `n_iter` back-to-back single-thread matmuls on an R16 layout (quantization excluded)."""
     rows, cols = _dims(rows, cols)
-    w = _check_packed(packed, rows, cols)
+    w = _check_packed(packed, rows, cols, layout)
     x = _check_activations(x, cols)
     if int(n_iter) < 1:
         raise ValueError(f"n_iter must be >= 1, got {n_iter}")
     path = resolve_path(isa)
     xq = quantize_act(x.reshape(-1, cols), path)
     y = np.empty((xq.shape[0], rows), dtype=np.float32)
-    return _core.matmul_bench(Q8_0_R16, w, row_stride(cols), cols, xq, xq.shape[1], xq.shape[0], y, rows, 0, rows,
+    return _core.matmul_bench(layout, w, _layout_stride(layout, cols), cols, xq, xq.shape[1], xq.shape[0], y, rows, 0, rows,
                               path, int(n_iter))

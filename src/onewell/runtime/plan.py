@@ -3,8 +3,9 @@
 C trusts this description (it rechecks only what keeps memory safe), so every rule lives here with a message
 that names the tensor: shapes against the config, weight types the kernels support, raw sizes, dtypes.
 Matrices are zero-copy views of the GGUF mapping; the small vectors (norms, biases) become float32 copies.
-With repack=True, Q8_0 and Q5_0 matrices (every one but the embedding table the token gather reads) are converted
-once, losslessly, to onewell's Q8_0 R16 layout (onewell.quant.repack), a 64-byte aligned copy the plan owns.
+With repack=True, Q8_0, Q5_0 and Q4_1 matrices (every one but the embedding table the token gather reads) are
+converted once, losslessly, to onewell's R16 layouts (Q8_0 R16, Q4_1 R16: onewell.quant.repack), 64-byte aligned
+copies the plan owns.
 
 Order shared with bind_executor.c (executor_create):
     matrices = [token_embd, output] + per layer [wq, wk, wv, wo, w_gate, w_up, w_down]
@@ -22,7 +23,7 @@ from onewell.errors import ContextOverflowError, UnsupportedError
 from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType, row_nbytes
 from onewell.models.base import ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
-from onewell.quant.repack import Q8_0_R16
+from onewell.quant.repack import Q4_1_R16, Q8_0_R16
 
 # Weight types the native matmul kernels and the embedding row dequantizer both handle
 # (the same set as onewell.runtime.native_kernels.WEIGHT_TYPES).
@@ -30,7 +31,9 @@ NATIVE_WEIGHT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.Q4_0, GGML
                                  GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})
 LAYER_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
 LAYER_VECTORS = ("attn_norm", "ffn_norm", "bq", "bk", "bv")
-REPACK_TYPES = frozenset({GGMLType.Q8_0, GGMLType.Q5_0})  # converted to Q8_0 R16 when the plan repacks
+# converted when the plan repacks: ggml type -> the repacked layout's type id
+REPACK_LAYOUTS = {GGMLType.Q8_0: Q8_0_R16, GGMLType.Q5_0: Q8_0_R16, GGMLType.Q4_1: Q4_1_R16}
+REPACK_TYPES = frozenset(REPACK_LAYOUTS)
 ROPE_STYLES = {"normal": 0, "neox": 1}
 MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
 
@@ -43,12 +46,12 @@ class MatrixPlan:
     cols: int
     row_bytes: int
     raw: np.ndarray  # uint8, C-contiguous, rows * row_bytes bytes
-    repacked: bool = False  # raw is a Q8_0 R16 copy made at load (row_bytes = its padded stride)
+    repacked: bool = False  # raw is an R16 copy made at load (row_bytes = its padded stride)
 
     @property
     def native_type(self) -> int:
-        """The type id the kernels see: the ggml type, or Q8_0_R16 for a repacked copy."""
-        return Q8_0_R16 if self.repacked else int(self.ggml_type)
+        """The type id the kernels see: the ggml type, or its R16 layout (Q8_0_R16, Q4_1_R16) for a repacked copy."""
+        return REPACK_LAYOUTS[self.ggml_type] if self.repacked else int(self.ggml_type)
 
     def native(self) -> tuple:
         return (self.raw, self.native_type, self.rows, self.cols, self.row_bytes)
@@ -78,7 +81,7 @@ class ExecutorPlan:
 
     @property
     def repacked(self) -> dict:
-        """The load-time Q8_0 R16 copies: {"matrices": how many, "bytes": their size (anonymous memory on top of
+        """The load-time R16 copies: {"matrices": how many, "bytes": their size (anonymous memory on top of
         the file mapping, whose pages of those tensors are no longer read), "source_bytes": the size of the
         originals they replace (so bytes - source_bytes is the growth of what a token streams)}."""
         copies = {_buffer_key(m.raw): m for m in self.matrices if m.repacked}
@@ -88,8 +91,8 @@ class ExecutorPlan:
 
 def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
     """Check everything the executor relies on and flatten the spec; UnsupportedError names the tensor and
-    type a native kernel is missing for, ValueError any other inconsistency. repack: convert the Q8_0 / Q5_0
-    matrices, except the embedding table of the token gather, to the Q8_0 R16 layout (a tied output projection
+    type a native kernel is missing for, ValueError any other inconsistency. repack: convert the Q8_0 / Q5_0 / Q4_1
+    matrices, except the embedding table of the token gather, to their R16 layout (a tied output projection
     gets its own copy)."""
     cfg = spec.config
     _check_config(cfg)

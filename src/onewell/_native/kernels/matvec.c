@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "q4_1_r16.h"
 #include "vec_dot.h"
 
 /* --- types ------------------------------------------------------------------------------------------------ */
@@ -11,7 +12,8 @@ int64_t ow_type_block_size(ow_ggml_type t) {
     switch (t) {
     case OW_TYPE_F32: case OW_TYPE_F16: return 1;
     case OW_TYPE_Q4_0: case OW_TYPE_Q4_1: case OW_TYPE_Q5_0: case OW_TYPE_Q5_1:
-    case OW_TYPE_Q8_0: case OW_TYPE_Q8_1: case OW_TYPE_Q8_0_R16: case OW_ACT_Q8_0_R16: return OW_QK;
+    case OW_TYPE_Q8_0: case OW_TYPE_Q8_1: case OW_TYPE_Q8_0_R16: case OW_ACT_Q8_0_R16:
+    case OW_TYPE_Q4_1_R16: return OW_QK;
     case OW_TYPE_Q4_K: case OW_TYPE_Q5_K: case OW_TYPE_Q6_K: case OW_TYPE_Q8_K: return OW_QK_K;
     }
     return 0;
@@ -34,6 +36,7 @@ size_t ow_type_block_bytes(ow_ggml_type t) {
     /* the repacked layouts are not blocked in memory: bytes per 32 elements, padding excluded */
     case OW_TYPE_Q8_0_R16: return OW_QK + 2;      /* quants + fp16 scale */
     case OW_ACT_Q8_0_R16: return OW_QK + 4 + 4;   /* quants + f32 scale + int32 seed */
+    case OW_TYPE_Q4_1_R16: return OW_QK / 2 + 2 + 2;   /* nibbles + fp16 d + fp16 m */
     }
     return 0;
 }
@@ -42,7 +45,7 @@ int ow_wtype_supported(int wt) {
     switch (wt) {
     case OW_TYPE_F32: case OW_TYPE_F16: case OW_TYPE_Q4_0: case OW_TYPE_Q4_1: case OW_TYPE_Q5_0:
     case OW_TYPE_Q5_1: case OW_TYPE_Q8_0: case OW_TYPE_Q4_K: case OW_TYPE_Q5_K: case OW_TYPE_Q6_K:
-    case OW_TYPE_Q8_0_R16:
+    case OW_TYPE_Q8_0_R16: case OW_TYPE_Q4_1_R16:
         return 1;
     default:
         return 0;
@@ -55,7 +58,7 @@ ow_atype ow_act_type_for(ow_wtype wt) {
     case OW_TYPE_F16: return OW_TYPE_F16;
     case OW_TYPE_Q4_1: case OW_TYPE_Q5_1: return OW_TYPE_Q8_1;
     case OW_TYPE_Q4_K: case OW_TYPE_Q5_K: case OW_TYPE_Q6_K: return OW_TYPE_Q8_K;
-    case OW_TYPE_Q8_0_R16: return OW_ACT_Q8_0_R16;
+    case OW_TYPE_Q8_0_R16: case OW_TYPE_Q4_1_R16: return OW_ACT_Q8_0_R16;
     default: return OW_TYPE_Q8_0;   /* Q4_0, Q5_0, Q8_0 */
     }
 }
@@ -69,10 +72,11 @@ int ow_row_bytes_ok(ow_wtype wt, int64_t n_cols, size_t row_bytes) {
     const int64_t bs = ow_type_block_size(wt);
     if (!ow_wtype_supported(wt) || bs <= 0 || n_cols <= 0 || n_cols % bs) return 0;
     const size_t packed = (size_t)(n_cols / bs) * ow_type_block_bytes(wt);
-    return wt == OW_TYPE_Q8_0_R16 ? row_bytes >= packed : row_bytes == packed;
+    return wt == OW_TYPE_Q8_0_R16 || wt == OW_TYPE_Q4_1_R16 ? row_bytes >= packed : row_bytes == packed;
 }
 
 size_t ow_q8_0_r16_row_stride(int64_t n_cols) { return ow_r16_row_stride(n_cols); }
+size_t ow_q4_1_r16_row_stride(int64_t n_cols) { return ow_q41r16_row_stride(n_cols); }
 
 /* One core's memory-level parallelism, not instructions, limits the R16 kernel (docs/perf-log.md, entry 3):
  * streaming rows one at a time with software prefetch ahead of the stream beat 4-row tiles without it. */
@@ -152,6 +156,8 @@ static ow_vec_dot_fn dot_kernel(ow_wtype wt, ow_kpath path) {
     OW_DOT_CASE(q6_K_q8_K, OW_TYPE_Q6_K, vec_dot_q6_K_q8_K_avx512)
     /* the AVX-512 path runs its tile kernel (tile_kernel); never reached with that path */
     OW_DOT_CASE(q8_0r16_q8_0r16, OW_TYPE_Q8_0_R16, vec_dot_q8_0r16_q8_0r16_generic)
+    /* every path but AVX-512 (the only one the plan repacks for) runs the generic twin */
+    case OW_TYPE_Q4_1_R16: return vec_dot_q4_1r16_q8_0r16_generic;
     default: return NULL;
     }
 }
@@ -160,6 +166,7 @@ static ow_vec_dot_fn dot_kernel(ow_wtype wt, ow_kpath path) {
 static ow_tile_fn tile_kernel(ow_wtype wt, ow_kpath path) {
 #if OW_X86_KERNELS
     if (wt == OW_TYPE_Q8_0_R16 && path == OW_KPATH_AVX512) return vec_dot_q8_0r16_q8_0r16_avx512;
+    if (wt == OW_TYPE_Q4_1_R16 && path == OW_KPATH_AVX512) return vec_dot_q4_1r16_q8_0r16_avx512;
 #else
     (void)wt; (void)path;
 #endif

@@ -39,6 +39,7 @@ typedef enum {
     OW_TYPE_Q8_K = 15,
     OW_TYPE_Q8_0_R16 = 1008,  /* weights: Q8_0 (or Q5_0) rows repacked in interleaved groups (q8_0_r16.h) */
     OW_ACT_Q8_0_R16 = 1009,   /* its activations: Q8_0 quants in the same interleave, f32 scales, seeds */
+    OW_TYPE_Q4_1_R16 = 1010,  /* weights: Q4_1 rows repacked in the same groups (q4_1_r16.h); ACT_Q8_0_R16 in */
 } ow_ggml_type;
 typedef ow_ggml_type ow_wtype;  /* a weight type */
 typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1, Q8_K or ACT_Q8_0_R16 */
@@ -60,7 +61,7 @@ int64_t ow_type_block_size(ow_ggml_type t);            /* elements per block (1 
 size_t ow_type_block_bytes(ow_ggml_type t);            /* bytes per block, 0 if unknown */
 size_t ow_act_row_bytes(ow_atype at, int64_t n_cols);  /* bytes of one quantized activation vector */
 /* 1 if row_bytes is a valid row pitch for n_cols elements of weight type wt: exactly the packed size for ggml
- * types; at least quants + scales for Q8_0_R16 (its rows may be padded to any stride) */
+ * types; at least quants + scales for Q8_0_R16 and Q4_1_R16 (their rows may be padded to any stride) */
 int ow_row_bytes_ok(ow_wtype wt, int64_t n_cols, size_t row_bytes);
 
 /* --- paths ----------------------------------------------------------------------------------------------- */
@@ -94,6 +95,10 @@ int ow_repack_q8_0_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, i
 int ow_repack_q5_0_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                        size_t dst_stride);
 size_t ow_q8_0_r16_row_stride(int64_t n_cols);  /* the padded stride the plan uses: a multiple of 64 bytes */
+/* rows x n_cols of Q4_1 -> OW_TYPE_Q4_1_R16 rows (q4_1_r16.h) dst_stride apart (padding zeroed); 0 or -1 as above */
+int ow_repack_q4_1_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                       size_t dst_stride);
+size_t ow_q4_1_r16_row_stride(int64_t n_cols);  /* its padded stride: a multiple of 64 bytes */
 /* Process-wide tuning knobs of the AVX-512 R16 kernel, set before running matmuls (docs/perf-log.md, entry 3):
  * the software prefetch distance (bytes ahead of the weight stream; 0 = off), and whether single-vector calls
  * stream rows one at a time (1, default) or in 4-row tiles (0). */

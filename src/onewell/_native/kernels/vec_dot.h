@@ -35,6 +35,7 @@ typedef void (*ow_tile_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, in
 #define OW_DECLARE_GENERIC(name) OW_DECLARE_DOT(name, generic)
 OW_FOR_EACH_DOT(OW_DECLARE_GENERIC)
 OW_DECLARE_GENERIC(q8_0r16_q8_0r16)   /* onewell's repacked Q8_0 (q8_0_r16.h), outside the ggml list */
+OW_DECLARE_GENERIC(q4_1r16_q8_0r16)   /* onewell's repacked Q4_1 (q4_1_r16.h) */
 
 void act_quant_f16_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_0_generic(const float *x, void *xq, int64_t n);
@@ -53,6 +54,7 @@ OW_DECLARE_AVX2(q8_0r16_q8_0r16)
 OW_DECLARE_AVX2_VNNI(q8_0r16_q8_0r16)
 /* the R16 layout's own kernel: 512-bit, n_vec vectors per weight load */
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
+void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a time, n_vec vectors per load */
 
 /* kernels that use the full 512-bit registers; other types run their _avx512_256 twin on this path */
 #define OW_FOR_EACH_DOT_512(X) X(f32_f32) X(f16_f16) X(q8_0_q8_0) X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
