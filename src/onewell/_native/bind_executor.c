@@ -66,7 +66,7 @@ static int parse_vector(PyObject *obj, Py_ssize_t n, int optional, holder *h, co
     return 0;
 }
 
-/* executor_create(config, matrices, vectors, n_threads, n_ctx, max_batch) -> capsule
+/* executor_create(config, matrices, vectors, n_threads, n_ctx, max_batch[, n_seq = 1]) -> capsule
  *   config   = (n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, rope_theta, rms_eps, rope_style)
  *   matrices = [token_embd, output] + per layer [wq, wk, wv, wo, w_gate, w_up, w_down], each
  *              (buffer, type, rows, cols, row_bytes)
@@ -75,11 +75,15 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
     (void)self;
     ow_model_desc d = {0};
     PyObject *mats, *vecs;
-    int n_threads, n_ctx, max_batch;
-    if (!PyArg_ParseTuple(args, "(LLLLLLLffi)O!O!iii", &d.n_vocab, &d.n_embd, &d.n_layer, &d.n_head, &d.n_head_kv,
+    int n_threads, n_ctx, max_batch, n_seq = 1;
+    if (!PyArg_ParseTuple(args, "(LLLLLLLffi)O!O!iii|i", &d.n_vocab, &d.n_embd, &d.n_layer, &d.n_head, &d.n_head_kv,
                           &d.head_dim, &d.n_ff, &d.rope_theta, &d.rms_eps, &d.rope_style, &PyList_Type, &mats,
-                          &PyList_Type, &vecs, &n_threads, &n_ctx, &max_batch))
+                          &PyList_Type, &vecs, &n_threads, &n_ctx, &max_batch, &n_seq))
         return NULL;
+    if (n_seq < 1) {
+        PyErr_SetString(PyExc_ValueError, "executor_create: n_seq must be at least 1");
+        return NULL;
+    }
     if (d.n_layer < 1 || d.n_layer > 100000 || d.head_dim < 1 || d.n_head < 1 || d.n_head_kv < 1) {
         PyErr_SetString(PyExc_ValueError, "executor_create: bad model dimensions");
         return NULL;
@@ -110,7 +114,7 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
             goto done;
     }
     d.layers = layers;
-    h->ex = ow_executor_create(&d, n_threads, n_ctx, max_batch);
+    h->ex = ow_executor_create_multi(&d, n_threads, n_ctx, max_batch, n_seq);
     if (!h->ex) {
         PyErr_SetString(PyExc_ValueError, "executor_create: inconsistent model description or out of memory");
         goto done;
@@ -129,6 +133,8 @@ static const char *status_message(int64_t status) {
     case OW_EXEC_ECTX: return "the step does not fit the context (pos0 + n_tokens > n_ctx)";
     case OW_EXEC_EBATCH: return "more tokens than max_batch";
     case OW_EXEC_EBUSY: return "another thread is running a step on this executor";
+    case OW_EXEC_ESEQ: return "a sequence id is outside [0, n_seq)";
+    case OW_EXEC_EPOS: return "a position is outside [0, n_ctx) or a sequence's positions are not consecutive";
     default: return "bad arguments";
     }
 }
@@ -175,6 +181,70 @@ done:
     return result;
 }
 
+/* A non-empty aligned int32 buffer of at most 2^30 values -> its length, or -1 with an exception set. */
+static int int32_count(const Py_buffer *b, const char *what) {
+    if (b->len % (Py_ssize_t)sizeof(int32_t) || (uintptr_t)b->buf % sizeof(int32_t) || b->len == 0 ||
+        b->len / (Py_ssize_t)sizeof(int32_t) > 1 << 30) {
+        PyErr_Format(PyExc_ValueError, "%s must be a non-empty aligned int32 buffer", what);
+        return -1;
+    }
+    return (int)(b->len / (Py_ssize_t)sizeof(int32_t));
+}
+
+/* executor_forward_batch(capsule, tokens, seq_ids, positions (int32 buffers of one length), logits (float32
+ * buffer or None), mode) -> 0. Mode 0 writes one row per sequence of the batch (its last token), 1 every row. */
+static PyObject *py_executor_forward_batch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule, *logits_obj;
+    Py_buffer tokens = {0}, seqs = {0}, positions = {0}, logits = {0};
+    int mode;
+    if (!PyArg_ParseTuple(args, "Oy*y*y*Oi", &capsule, &tokens, &seqs, &positions, &logits_obj, &mode)) return NULL;
+    PyObject *result = NULL;
+    holder *h = get_holder(capsule);
+    if (!h) goto done;
+    const int n = int32_count(&tokens, "tokens");
+    if (n < 0 || int32_count(&seqs, "seq_ids") < 0 || int32_count(&positions, "positions") < 0) goto done;
+    if (seqs.len != tokens.len || positions.len != tokens.len) {
+        PyErr_SetString(PyExc_ValueError, "tokens, seq_ids and positions must have the same length");
+        goto done;
+    }
+    float *out = NULL;
+    if (logits_obj != Py_None) {
+        if (PyObject_GetBuffer(logits_obj, &logits, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
+        out = logits.buf;
+    }
+    int64_t rows = 0;
+    if (mode == OW_LOGITS_ALL) rows = n;
+    if (mode == OW_LOGITS_LAST) {  /* one per distinct sequence id */
+        const int32_t *s = seqs.buf;
+        for (int t = 0; t < n; t++) {
+            int later = 0;
+            for (int p = t + 1; p < n && !later; p++) later = s[p] == s[t];
+            rows += !later;
+        }
+    }
+    const int64_t need = rows * ow_executor_n_vocab(h->ex);
+    if (need && (!out || logits.len < need * (Py_ssize_t)sizeof(float) || (uintptr_t)out % sizeof(float))) {
+        PyErr_Format(PyExc_ValueError, "logits buffer must hold %lld aligned float32 values", (long long)need);
+        goto done;
+    }
+    int64_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = ow_executor_forward_batch(h->ex, tokens.buf, seqs.buf, positions.buf, n, out, mode);
+    Py_END_ALLOW_THREADS
+    if (status < 0) {
+        PyErr_Format(status == OW_EXEC_EBUSY ? PyExc_RuntimeError : PyExc_ValueError, "executor: %s", status_message(status));
+        goto done;
+    }
+    result = PyLong_FromLongLong(status);
+done:
+    PyBuffer_Release(&tokens);
+    PyBuffer_Release(&seqs);
+    PyBuffer_Release(&positions);
+    if (logits.obj) PyBuffer_Release(&logits);
+    return result;
+}
+
 static int parse_kpath(const char *name, int *out) {
     for (int p = 0; p < OW_KPATH_COUNT; p++) {
         if (strcmp(name, ow_kpath_name((ow_kpath)p))) continue;
@@ -211,15 +281,15 @@ static PyObject *py_executor_configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* executor_info(capsule) -> {threads, kpath, chunk_rows, n_ctx, max_batch, ops_isa} */
+/* executor_info(capsule) -> {threads, kpath, chunk_rows, n_ctx, max_batch, n_seq, ops_isa} */
 static PyObject *py_executor_info(PyObject *self, PyObject *capsule) {
     (void)self;
     holder *h = get_holder(capsule);
     if (!h) return NULL;
-    return Py_BuildValue("{s:i,s:s,s:L,s:i,s:i,s:s}", "threads", ow_executor_threads(h->ex), "kpath",
+    return Py_BuildValue("{s:i,s:s,s:L,s:i,s:i,s:i,s:s}", "threads", ow_executor_threads(h->ex), "kpath",
                          ow_kpath_name((ow_kpath)ow_executor_kpath(h->ex)), "chunk_rows",
                          (long long)ow_executor_chunk_rows(h->ex), "n_ctx", ow_executor_n_ctx(h->ex), "max_batch",
-                         ow_executor_max_batch(h->ex), "ops_isa", ow_ops_isa());
+                         ow_executor_max_batch(h->ex), "n_seq", ow_executor_n_seq(h->ex), "ops_isa", ow_ops_isa());
 }
 
 /* executor_profile(capsule, reset) -> {category: seconds, ..., "calls": n, "tokens": n}; reset zeroes it after */
@@ -289,7 +359,9 @@ done:
 
 PyMethodDef ow_executor_methods[] = {
     {"executor_create", py_executor_create, METH_VARARGS,
-     "executor_create(config, matrices, vectors, n_threads, n_ctx, max_batch) -> executor capsule"},
+     "executor_create(config, matrices, vectors, n_threads, n_ctx, max_batch[, n_seq]) -> executor capsule"},
+    {"executor_forward_batch", py_executor_forward_batch, METH_VARARGS,
+     "executor_forward_batch(executor, tokens_int32, seq_ids_int32, positions_int32, logits_or_None, mode) -> 0"},
     {"executor_forward", py_executor_forward, METH_VARARGS,
      "executor_forward(executor, tokens_int32, pos0, logits_or_None, mode) -> 0 or the greedy token id"},
     {"executor_configure", py_executor_configure, METH_VARARGS,

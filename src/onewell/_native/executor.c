@@ -76,7 +76,11 @@ void ow_executor_destroy(ow_executor *ex) {
 }
 
 ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch) {
-    if (!desc_ok(desc) || n_ctx < 1 || max_batch < 1 || max_batch > n_ctx) return NULL;
+    return ow_executor_create_multi(desc, n_threads, n_ctx, max_batch, 1);
+}
+
+ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch, int n_seq) {
+    if (!desc_ok(desc) || n_ctx < 1 || max_batch < 1 || max_batch > n_ctx || n_seq < 1) return NULL;
     if (n_threads < 1) n_threads = 1;
     ow_executor *ex = calloc(1, sizeof *ex);
     if (!ex) return NULL;
@@ -84,6 +88,7 @@ ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_
     ex->n_threads = n_threads;
     ex->n_ctx = n_ctx;
     ex->max_batch = max_batch;
+    ex->n_seq = n_seq;
     ex->kpath = ow_kpath_for_isa(ow_isa_best());
     ex->chunk_rows = OW_DEFAULT_CHUNK_ROWS;
     ex->n_q = desc->n_head * desc->head_dim;
@@ -95,7 +100,9 @@ ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_
     ex->layers = malloc(n_layers * sizeof *ex->layers);
     ex->tprof = aligned_alloc(OW_ALIGN, aligned(sizeof(ow_thread_prof) * (size_t)n_threads));
     /* KV cache: large and touched only as positions fill (the allocator maps fresh zero pages lazily) */
-    const size_t kv_bytes = aligned(n_layers * (size_t)n_ctx * (size_t)ex->n_kv * sizeof(float));
+    const size_t per_seq = n_layers * (size_t)n_ctx * (size_t)ex->n_kv * sizeof(float);
+    if (per_seq > SIZE_MAX / 4 / (size_t)n_seq) goto fail;
+    const size_t kv_bytes = aligned((size_t)n_seq * per_seq);
     ex->k_cache = aligned_alloc(OW_ALIGN, kv_bytes);
     ex->v_cache = aligned_alloc(OW_ALIGN, kv_bytes);
     if (!ex->layers || !ex->tprof || !ex->k_cache || !ex->v_cache) goto fail;
@@ -110,7 +117,7 @@ ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_
     const size_t sizes[] = {
         B * ne * F, B * ne * F, B * nq * F, B * nq * F, B * ne * F, B * 2 * nff * F, B * nff * F,
         B * (size_t)desc->head_dim * F, B * sizeof(int32_t), (size_t)n_threads * (size_t)n_ctx * F,
-        (size_t)desc->n_vocab * F,
+        (size_t)desc->n_vocab * F, B * sizeof(int32_t), B * (size_t)ex->n_kv * F, B * (size_t)ex->n_kv * F,
     };
     size_t total = OW_ACT_SLOTS * aligned(ex->xq_slot_bytes);
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += aligned(sizes[i]);
@@ -129,6 +136,9 @@ ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_
     ex->pos = carve(&cur, sizes[8]);
     ex->scores = carve(&cur, sizes[9]);
     ex->logits_tmp = carve(&cur, sizes[10]);
+    ex->seq = carve(&cur, sizes[11]);
+    ex->k_new = carve(&cur, sizes[12]);
+    ex->v_new = carve(&cur, sizes[13]);
     for (int s = 0; s < OW_ACT_SLOTS; s++) ex->xq[s] = carve(&cur, ex->xq_slot_bytes);
 
     ex->pool = ow_pool_create(n_threads);
@@ -156,6 +166,7 @@ int64_t ow_executor_chunk_rows(const ow_executor *ex) { return ex->chunk_rows; }
 int ow_executor_threads(const ow_executor *ex) { return ex->n_threads; }
 int ow_executor_n_ctx(const ow_executor *ex) { return ex->n_ctx; }
 int ow_executor_max_batch(const ow_executor *ex) { return ex->max_batch; }
+int ow_executor_n_seq(const ow_executor *ex) { return ex->n_seq; }
 int64_t ow_executor_n_vocab(const ow_executor *ex) { return ex->d.n_vocab; }
 
 void ow_executor_set_profile(ow_executor *ex, int on) { ex->profile = on != 0; }
@@ -179,6 +190,39 @@ static int check_step(const ow_executor *ex, const int32_t *tokens, int n, int p
     return OW_EXEC_OK;
 }
 
+/* The previous token of the same sequence in the batch, or -1. Quadratic, but n <= max_batch and it is
+ * nothing beside a layer's matmuls. */
+static int previous_of_seq(const int32_t *seq_ids, int t) {
+    for (int p = t - 1; p >= 0; p--)
+        if (seq_ids[p] == seq_ids[t]) return p;
+    return -1;
+}
+
+static int is_last_of_seq(const int32_t *seq_ids, int n, int t) {
+    for (int p = t + 1; p < n; p++)
+        if (seq_ids[p] == seq_ids[t]) return 0;
+    return 1;
+}
+
+static int check_batch(const ow_executor *ex, const int32_t *tokens, const int32_t *seq_ids, const int32_t *positions,
+                       int n, const float *logits, int mode) {
+    if (!tokens || !seq_ids || !positions || n < 1 || mode < OW_LOGITS_LAST || mode > OW_LOGITS_NONE ||
+        mode == OW_LOGITS_ARGMAX)
+        return OW_EXEC_EARG;
+    if (mode != OW_LOGITS_NONE && !logits) return OW_EXEC_EARG;
+    if (n > ex->max_batch) return OW_EXEC_EBATCH;
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= ex->d.n_vocab) return OW_EXEC_ETOKEN;
+        if (seq_ids[t] < 0 || seq_ids[t] >= ex->n_seq) return OW_EXEC_ESEQ;
+        if (positions[t] < 0 || positions[t] >= ex->n_ctx) return OW_EXEC_EPOS;
+        /* consecutive per sequence: no two tokens write one cache row, and none attends to a row of this
+         * step that is not written yet */
+        const int p = previous_of_seq(seq_ids, t);
+        if (p >= 0 && positions[t] != positions[p] + 1) return OW_EXEC_EPOS;
+    }
+    return OW_EXEC_OK;
+}
+
 static void embed(ow_executor *ex, const int32_t *tokens, int n) {
     const ow_matrix *te = &ex->d.token_embd;
     for (int t = 0; t < n; t++)
@@ -186,15 +230,15 @@ static void embed(ow_executor *ex, const int32_t *tokens, int n) {
                           ex->d.n_embd);
 }
 
-static void layer_step(ow_executor *ex, int l, int n, int pos0) {
+static void layer_step(ow_executor *ex, int l, int n) {
     const ow_layer_desc *L = &ex->layers[l];
     const int64_t ne = ex->d.n_embd;
     ow_act_view v[3];
 
     const ow_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
     ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->attn_norm, qkv, 3, v);
-    ow_exec_qkv(ex, l, n, pos0, v);
-    ow_exec_attention(ex, l, n, pos0);
+    ow_exec_qkv(ex, l, n, v);
+    ow_exec_attention(ex, l, n);
 
     const ow_matrix *wo[1] = {&L->wo};
     ow_exec_prepare_input(ex, ex->attn, ex->n_q, n, ex->n_q, NULL, wo, 1, v);
@@ -209,25 +253,49 @@ static void layer_step(ow_executor *ex, int l, int n, int pos0) {
     ow_exec_matmul_residual(ex, &L->w_down, v[0], n, OW_PROF_DOWN);
 }
 
-static int64_t output_step(ow_executor *ex, int n, float *logits, int mode) {
+/* Logits of the n_rows residual rows at x (stride n_embd) into y, or (y NULL) the argmax of the single row. */
+static int64_t output_rows(ow_executor *ex, const float *x, int n_rows, float *y) {
     const int64_t ne = ex->d.n_embd, nv = ex->d.n_vocab;
     const ow_matrix *out[1] = {&ex->d.output};
     ow_act_view v;
-    if (mode == OW_LOGITS_ALL) {
-        ow_exec_prepare_input(ex, ex->x, ne, n, ne, ex->d.output_norm, out, 1, &v);
-        ow_exec_output(ex, v, n, logits, nv);
-        return OW_EXEC_OK;
-    }
-    ow_exec_prepare_input(ex, ex->x + (int64_t)(n - 1) * ne, ne, 1, ne, ex->d.output_norm, out, 1, &v);
-    if (mode == OW_LOGITS_LAST) {
-        ow_exec_output(ex, v, 1, logits, nv);
-        return OW_EXEC_OK;
-    }
-    ow_exec_output(ex, v, 1, ex->logits_tmp, nv);
+    ow_exec_prepare_input(ex, x, ne, n_rows, ne, ex->d.output_norm, out, 1, &v);
+    ow_exec_output(ex, v, n_rows, y ? y : ex->logits_tmp, nv);
+    if (y) return OW_EXEC_OK;
     const int64_t t0 = ex->profile ? ow_now_ns() : 0;
     const int64_t best = ow_argmax_f32(ex->logits_tmp, nv);
     charge(ex, OW_PROF_OUTPUT, t0);
     return best;
+}
+
+static int64_t output_step(ow_executor *ex, int n, float *logits, int mode) {
+    const int64_t ne = ex->d.n_embd;
+    if (mode == OW_LOGITS_ALL) return output_rows(ex, ex->x, n, logits);
+    if (mode == OW_LOGITS_ARGMAX) return output_rows(ex, ex->x + (int64_t)(n - 1) * ne, 1, NULL);
+    /* OW_LOGITS_LAST: the last token of each sequence, gathered into proj (free after the last layer) */
+    int rows = 0;
+    for (int t = 0; t < n; t++)
+        if (is_last_of_seq(ex->seq, n, t))
+            memcpy(ex->proj + (int64_t)rows++ * ne, ex->x + (int64_t)t * ne, (size_t)ne * sizeof(float));
+    return output_rows(ex, ex->proj, rows, logits);
+}
+
+/* The step once ex->pos and ex->seq hold every token's place; the caller holds ex->busy. */
+static int64_t run_step(ow_executor *ex, const int32_t *tokens, int n, float *logits, int mode) {
+    int64_t t0 = ex->profile ? ow_now_ns() : 0;
+    embed(ex, tokens, n);
+    charge(ex, OW_PROF_EMBED, t0);
+    t0 = ex->profile ? ow_now_ns() : 0;
+    ow_rope_table_f32(ex->rope_cs, ex->pos, n, ex->d.head_dim, ex->d.rope_theta);  /* shared by every layer */
+    charge(ex, OW_PROF_ROPE_KV, t0);
+
+    for (int l = 0; l < (int)ex->d.n_layer; l++) layer_step(ex, l, n);
+
+    const int64_t result = mode == OW_LOGITS_NONE ? OW_EXEC_OK : output_step(ex, n, logits, mode);
+    if (ex->profile) {
+        ex->prof.calls++;
+        ex->prof.tokens += n;
+    }
+    return result;
 }
 
 int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n, int pos0, float *logits, int mode) {
@@ -235,22 +303,24 @@ int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n, int p
     const int status = check_step(ex, tokens, n, pos0, logits, mode);
     if (status != OW_EXEC_OK) return status;
     if (atomic_exchange(&ex->busy, 1)) return OW_EXEC_EBUSY;
-
-    int64_t t0 = ex->profile ? ow_now_ns() : 0;
-    embed(ex, tokens, n);
-    charge(ex, OW_PROF_EMBED, t0);
-    t0 = ex->profile ? ow_now_ns() : 0;
-    for (int t = 0; t < n; t++) ex->pos[t] = pos0 + t;
-    ow_rope_table_f32(ex->rope_cs, ex->pos, n, ex->d.head_dim, ex->d.rope_theta);  /* shared by every layer */
-    charge(ex, OW_PROF_ROPE_KV, t0);
-
-    for (int l = 0; l < (int)ex->d.n_layer; l++) layer_step(ex, l, n, pos0);
-
-    const int64_t result = mode == OW_LOGITS_NONE ? OW_EXEC_OK : output_step(ex, n, logits, mode);
-    if (ex->profile) {
-        ex->prof.calls++;
-        ex->prof.tokens += n;
+    for (int t = 0; t < n; t++) {
+        ex->pos[t] = pos0 + t;
+        ex->seq[t] = 0;
     }
+    const int64_t result = run_step(ex, tokens, n, logits, mode);
+    atomic_store(&ex->busy, 0);
+    return result;
+}
+
+int64_t ow_executor_forward_batch(ow_executor *ex, const int32_t *tokens, const int32_t *seq_ids,
+                                  const int32_t *positions, int n, float *logits, int mode) {
+    if (!ex) return OW_EXEC_EARG;
+    const int status = check_batch(ex, tokens, seq_ids, positions, n, logits, mode);
+    if (status != OW_EXEC_OK) return status;
+    if (atomic_exchange(&ex->busy, 1)) return OW_EXEC_EBUSY;
+    memcpy(ex->pos, positions, (size_t)n * sizeof *positions);
+    memcpy(ex->seq, seq_ids, (size_t)n * sizeof *seq_ids);
+    const int64_t result = run_step(ex, tokens, n, logits, mode);
     atomic_store(&ex->busy, 0);
     return result;
 }

@@ -54,6 +54,8 @@ typedef enum {
     OW_EXEC_ECTX = -3,      /* pos0 + n_tokens > n_ctx */
     OW_EXEC_EBATCH = -4,    /* n_tokens > max_batch */
     OW_EXEC_EBUSY = -5,     /* another thread is running a step on this executor */
+    OW_EXEC_ESEQ = -6,      /* a sequence id outside [0, n_seq) */
+    OW_EXEC_EPOS = -7,      /* a position outside [0, n_ctx), or a sequence's positions in the batch not consecutive */
 } ow_exec_status;
 
 /* Profile categories: wall time of each phase. A parallel job's wall time is split into idle (threads done
@@ -81,14 +83,27 @@ typedef struct {
 
 typedef struct ow_executor ow_executor;
 
-/* NULL if memory or threads could not be had, or desc is inconsistent (the Python plan checks it first). */
+/* NULL if memory or threads could not be had, or desc is inconsistent (the Python plan checks it first).
+ * One sequence: the same as ow_executor_create_multi(desc, n_threads, n_ctx, max_batch, 1). */
 ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch);
+/* n_seq independent sequences, each with its own KV cache of n_ctx positions: the caches take
+ * n_seq * n_ctx * n_layer * 2 * (n_head_kv * head_dim) * 4 bytes (mapped lazily, resident as positions fill). */
+ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch, int n_seq);
 void ow_executor_destroy(ow_executor *ex);
 
 /* Run tokens[0..n_tokens) at positions pos0.. : fills the KV cache there and writes logits per mode.
  * Returns OW_EXEC_OK (or the token id for OW_LOGITS_ARGMAX), or a negative ow_exec_status. */
 int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n_tokens, int pos0, float *logits,
                             int logits_mode);
+
+/* Several sequences in one step, every weight streamed once for all n_tokens: token i goes to sequence
+ * seq_ids[i] at position positions[i] (its K/V stored there) and attends to that sequence's positions
+ * 0..positions[i]. Tokens of one sequence must have consecutive positions in batch order (a prefill chunk);
+ * that the cache holds the positions before them is the caller's business (onewell/runtime/native_multi.py).
+ * Modes: OW_LOGITS_ALL (n_tokens rows), OW_LOGITS_LAST (one row per sequence in the batch: for its last token,
+ * rows in the batch order of those tokens), OW_LOGITS_NONE. Returns OW_EXEC_OK or a negative ow_exec_status. */
+int64_t ow_executor_forward_batch(ow_executor *ex, const int32_t *tokens, const int32_t *seq_ids,
+                                  const int32_t *positions, int n_tokens, float *logits, int logits_mode);
 
 /* Kernel path (ow_kpath) of the matmuls; default ow_kpath_for_isa(ow_isa_best()). -1 if unavailable here. */
 int ow_executor_set_kpath(ow_executor *ex, int kpath);
@@ -99,6 +114,7 @@ int64_t ow_executor_chunk_rows(const ow_executor *ex);
 int ow_executor_threads(const ow_executor *ex);
 int ow_executor_n_ctx(const ow_executor *ex);
 int ow_executor_max_batch(const ow_executor *ex);
+int ow_executor_n_seq(const ow_executor *ex);
 int64_t ow_executor_n_vocab(const ow_executor *ex);
 
 void ow_executor_set_profile(ow_executor *ex, int on);

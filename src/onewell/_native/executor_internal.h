@@ -30,13 +30,13 @@ struct ow_executor {
     ow_model_desc d;
     ow_layer_desc *layers;
     ow_pool *pool;
-    int n_threads, n_ctx, max_batch;
+    int n_threads, n_ctx, max_batch, n_seq;
     ow_kpath kpath;
     int64_t chunk_rows;
     int64_t n_q, n_kv;          /* n_head * head_dim, n_head_kv * head_dim */
     float attn_scale;           /* 1 / sqrt(head_dim) */
 
-    float *k_cache, *v_cache;   /* [n_layer][n_ctx][n_kv] */
+    float *k_cache, *v_cache;   /* [n_seq][n_layer][n_ctx][n_kv] */
 
     /* scratch, carved from one 64-byte aligned arena; B = max_batch */
     void *arena;
@@ -48,7 +48,10 @@ struct ow_executor {
     float *gate_up;    /* [B][2 n_ff] gate rows then up rows */
     float *ffn;        /* [B][n_ff] SwiGLU output */
     float *rope_cs;    /* [B][head_dim] cos/sin pairs of the step's positions */
-    int32_t *pos;      /* [B] */
+    int32_t *pos;      /* [B] position of each token of the step */
+    int32_t *seq;      /* [B] sequence of each token of the step */
+    float *k_new;      /* [B][n_kv] keys of the step before they are stored at (seq, pos) */
+    float *v_new;      /* [B][n_kv] values, likewise */
     float *scores;     /* [n_threads][n_ctx] attention scratch per worker */
     float *logits_tmp; /* [n_vocab] for the greedy mode */
     uint8_t *xq[OW_ACT_SLOTS];
@@ -82,10 +85,17 @@ static inline int64_t ow_prof_lap(ow_executor *ex, int worker, ow_prof_cat c, in
 void ow_exec_prepare_input(ow_executor *ex, const float *x, int64_t x_stride, int n, int64_t n_cols,
                            const float *norm, const ow_matrix *const *mats, int n_mats, ow_act_view *views);
 
-/* Q, K, V of one layer as one job over their heads: matmul, bias, RoPE; K and V land in the KV cache. */
-void ow_exec_qkv(ow_executor *ex, int layer, int n, int pos0, const ow_act_view views[3]);
-/* Causal attention of every (token, head): token t sees positions 0..pos0+t. Reads ex->q, writes ex->attn. */
-void ow_exec_attention(ow_executor *ex, int layer, int n, int pos0);
+/* Cache rows of (sequence, layer, position 0): the layer's K or V cache of one sequence. */
+static inline size_t ow_cache_offset(const ow_executor *ex, int seq, int layer) {
+    return ((size_t)seq * (size_t)ex->d.n_layer + (size_t)layer) * (size_t)ex->n_ctx * (size_t)ex->n_kv;
+}
+
+/* Q, K, V of one layer as one job over their heads: matmul, bias, RoPE; token t's K and V land in the KV cache
+ * of sequence ex->seq[t] at position ex->pos[t]. */
+void ow_exec_qkv(ow_executor *ex, int layer, int n, const ow_act_view views[3]);
+/* Causal attention of every (token, head): token t sees positions 0..ex->pos[t] of sequence ex->seq[t].
+ * Reads ex->q, writes ex->attn. */
+void ow_exec_attention(ow_executor *ex, int layer, int n);
 /* x[t] += w @ input[t] (the wo and down projections). */
 void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, ow_prof_cat cat);
 /* ffn[t] = silu(gate @ input[t]) * (up @ input[t]), one job over the n_ff rows. */

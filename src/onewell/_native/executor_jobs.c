@@ -105,12 +105,13 @@ void ow_exec_prepare_input(ow_executor *ex, const float *x, int64_t x_stride, in
 typedef struct {
     ow_executor *ex;
     const ow_layer_desc *L;
-    float *k_at_pos0, *v_at_pos0;  /* this layer's cache rows from pos0 on */
-    int n;
+    int layer, n;
     const ow_act_view *views;
 } qkv_job;
 
-/* Units are heads: [0, n_head) query heads, then n_head_kv key heads, then n_head_kv value heads. */
+/* Units are heads: [0, n_head) query heads, then n_head_kv key heads, then n_head_kv value heads. Keys and values
+ * are computed into k_new / v_new, then each token's rows of this chunk are stored at its (sequence, position):
+ * the tokens of a step may belong to different caches. */
 static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
     qkv_job *j = ctx;
     ow_executor *ex = j->ex;
@@ -123,26 +124,30 @@ static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
         const int64_t h0 = u - seg_first, h1 = run_end - seg_first, r0 = h0 * hd, r1 = h1 * hd;
         const ow_matrix *w = seg == 0 ? &j->L->wq : (seg == 1 ? &j->L->wk : &j->L->wv);
         const float *bias = seg == 0 ? j->L->bq : (seg == 1 ? j->L->bk : j->L->bv);
-        float *y = seg == 0 ? ex->q : (seg == 1 ? j->k_at_pos0 : j->v_at_pos0);
+        float *y = seg == 0 ? ex->q : (seg == 1 ? ex->k_new : ex->v_new);
         const int64_t y_stride = seg == 0 ? ex->n_q : ex->n_kv;
 
         int64_t t0 = ow_prof_start(ex);
         matmul(ex, w, j->views[seg], j->n, y, y_stride, r0, r1);
         t0 = ow_prof_lap(ex, worker, OW_PROF_QKV, t0);
+        float *cache = seg == 1 ? ex->k_cache : ex->v_cache;
         for (int t = 0; t < j->n; t++) {
             float *row = y + t * y_stride + r0;
             if (bias) ow_add_bias_f32(row, bias + r0, 1, r1 - r0);
             if (seg != 2)
                 ow_rope_apply_f32(row, ex->rope_cs + t * hd, 1, h1 - h0, hd, hd, (ow_rope_style)ex->d.rope_style);
+            if (seg != 0) {
+                float *dst = cache + ow_cache_offset(ex, ex->seq[t], j->layer) + (size_t)ex->pos[t] * (size_t)ex->n_kv;
+                memcpy(dst + r0, row, (size_t)(r1 - r0) * sizeof(float));
+            }
         }
         ow_prof_lap(ex, worker, OW_PROF_ROPE_KV, t0);
         u = run_end;
     }
 }
 
-void ow_exec_qkv(ow_executor *ex, int layer, int n, int pos0, const ow_act_view views[3]) {
-    const size_t at_pos0 = ((size_t)layer * (size_t)ex->n_ctx + (size_t)pos0) * (size_t)ex->n_kv;
-    qkv_job j = {ex, &ex->layers[layer], ex->k_cache + at_pos0, ex->v_cache + at_pos0, n, views};
+void ow_exec_qkv(ow_executor *ex, int layer, int n, const ow_act_view views[3]) {
+    qkv_job j = {ex, &ex->layers[layer], layer, n, views};
     int64_t chunk = ex->chunk_rows / ex->d.head_dim;
     run_job(ex, ex->d.n_head + 2 * ex->d.n_head_kv, chunk < 1 ? 1 : chunk, qkv_task, &j, OW_PROF_QKV);
 }
@@ -151,8 +156,7 @@ void ow_exec_qkv(ow_executor *ex, int layer, int n, int pos0, const ow_act_view 
 
 typedef struct {
     ow_executor *ex;
-    const float *k, *v;  /* the layer's cache from position 0 */
-    int pos0;
+    int layer;
 } attn_job;
 
 /* Units are (token, head) pairs, token-major; a chunk's heads of one token go to one call. */
@@ -164,9 +168,10 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int worker) {
     for (int64_t u = begin; u < end;) {
         const int64_t t = u / nh, h0 = u % nh;
         const int64_t h1 = (end - u < nh - h0) ? h0 + (end - u) : nh;
+        const size_t base = ow_cache_offset(ex, ex->seq[t], j->layer);
         const ow_attn_args a = {
-            .out = ex->attn + t * ex->n_q, .q = ex->q + t * ex->n_q, .k = j->k, .v = j->v,
-            .n_ctx = j->pos0 + t + 1, .n_head = nh, .n_head_kv = ex->d.n_head_kv, .head_dim = ex->d.head_dim,
+            .out = ex->attn + t * ex->n_q, .q = ex->q + t * ex->n_q, .k = ex->k_cache + base, .v = ex->v_cache + base,
+            .n_ctx = ex->pos[t] + 1, .n_head = nh, .n_head_kv = ex->d.n_head_kv, .head_dim = ex->d.head_dim,
             .scale = ex->attn_scale, .kv_type = OW_KV_F32,
         };
         ow_attention_heads(&a, h0, h1, ex->scores + (int64_t)worker * ex->n_ctx);
@@ -175,9 +180,8 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int worker) {
     ow_prof_lap(ex, worker, OW_PROF_ATTENTION, t0);
 }
 
-void ow_exec_attention(ow_executor *ex, int layer, int n, int pos0) {
-    const size_t base = (size_t)layer * (size_t)ex->n_ctx * (size_t)ex->n_kv;
-    attn_job j = {ex, ex->k_cache + base, ex->v_cache + base, pos0};
+void ow_exec_attention(ow_executor *ex, int layer, int n) {
+    attn_job j = {ex, layer};
     run_job(ex, (int64_t)n * ex->d.n_head, 1, attn_task, &j, OW_PROF_ATTENTION);
 }
 

@@ -1,0 +1,171 @@
+"""Several independent sequences on one native executor, advanced together: every weight is read once per step
+for the tokens of all of them (on a memory-bound CPU, 4 sequences cost little more than 1).
+
+Each sequence (slot) has its own KV cache of n_ctx positions inside the executor; memory for the caches is
+n_seq * n_ctx * n_layer * 2 * (n_head_kv * head_dim) * 4 bytes, touched only as positions fill (SmolLM2-135M:
+46 KiB per position, so 4 slots of 4096 positions reserve 755 MB).
+
+    multi = NativeMultiBackend(spec, n_seq=4, n_ctx=4096)
+    logits = multi.forward_batch([(0, prompt_a), (1, prompt_b)])   # one (n_vocab,) array per request
+    slot = multi.sequence(2)                                        # the single-sequence Backend protocol
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from onewell._native import _core
+from onewell.models.base import ModelSpec
+from onewell.runtime.native import NativeBackend, _positive_int, physical_cores
+from onewell.runtime.native_kernels import default_path, resolve_path
+from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens
+
+_LAST, _ALL, _NONE = 0, 1, 3  # logits modes of ow_executor_forward_batch (executor.h)
+
+
+class NativeMultiBackend:
+    """n_seq sequences sharing the weights and one thread pool; steps take tokens of any of them at once."""
+
+    def __init__(self, spec: ModelSpec, n_seq: int, n_ctx: int = 4096, threads: int | None = None,
+                 max_batch: int = 64, isa: str | None = None, chunk_rows: int | None = None,
+                 repack: bool | None = None, plan: ExecutorPlan | None = None):
+        """Arguments as NativeBackend's; plan: reuse one built for these weights (and its repacked copies)."""
+        self.n_seq = _positive_int("n_seq", n_seq)
+        self.n_ctx = _positive_int("n_ctx", n_ctx)
+        threads = _positive_int("threads", threads, allow_none=True)
+        self.max_batch = min(_positive_int("max_batch", max_batch), self.n_ctx)
+        chunk_rows = _positive_int("chunk_rows", chunk_rows, allow_none=True)
+        path = resolve_path(isa) if isa is not None else None
+        if repack is not None and not isinstance(repack, bool):
+            raise ValueError(f"repack must be True, False or None, got {repack!r}")
+        self.spec = spec
+        self.config = spec.config
+        if plan is None:
+            plan = build_plan(spec, repack=(path or default_path()) == "avx512" if repack is None else repack)
+        self.plan = plan
+        self._ex = _core.executor_create(*plan.native_args(), threads or physical_cores(), self.n_ctx,
+                                         self.max_batch, self.n_seq)
+        if path is not None or chunk_rows is not None:
+            _core.executor_configure(self._ex, path, chunk_rows or 0, -1)
+        self._n_past = [0] * self.n_seq
+
+    @classmethod
+    def from_backend(cls, backend: NativeBackend, n_seq: int, threads: int | None = None,
+                     n_ctx: int | None = None) -> NativeMultiBackend:
+        """Sequences beside `backend`'s: same weights (its plan, no second repack), kernel path and tuning."""
+        info = backend.info()
+        return cls(backend.spec, n_seq, n_ctx=n_ctx or backend.n_ctx, threads=threads or info["threads"],
+                   max_batch=backend.max_batch, isa=info["kpath"], chunk_rows=info["chunk_rows"],
+                   plan=backend.plan)
+
+    # ---- sequences ----
+
+    def sequence(self, seq_id: int) -> NativeSequence:
+        return NativeSequence(self, self._seq(seq_id))
+
+    def n_past(self, seq_id: int) -> int:
+        return self._n_past[self._seq(seq_id)]
+
+    def truncate(self, seq_id: int, n_past: int) -> None:
+        """Forget sequence seq_id's cache from position n_past on; the other sequences are untouched."""
+        s = self._seq(seq_id)
+        if isinstance(n_past, bool) or not isinstance(n_past, (int, np.integer)) or not 0 <= n_past <= self._n_past[s]:
+            raise ValueError(f"cannot truncate sequence {s} to {n_past!r}: it holds {self._n_past[s]} tokens")
+        self._n_past[s] = int(n_past)  # stale rows past n_past are overwritten before they are read again
+
+    def reset(self, seq_id: int) -> None:
+        self._n_past[self._seq(seq_id)] = 0
+
+    def info(self) -> dict:
+        return {**_core.executor_info(self._ex), "repacked": self.plan.repacked}
+
+    # ---- steps ----
+
+    def check_request(self, seq_id: int, tokens: Sequence[int]) -> np.ndarray:
+        """What forward_batch refuses for one request: ValueError (sequence id, token ids) or
+        ContextOverflowError. Returns the tokens as int32."""
+        s = self._seq(seq_id)
+        ids = check_tokens(tokens, self.config.n_vocab)
+        check_room(self._n_past[s], len(ids), self.n_ctx)
+        return ids
+
+    def forward_batch(self, requests: Sequence[tuple[int, Sequence[int]]],
+                      all_logits: bool = False) -> list[np.ndarray]:
+        """Append each request's tokens to its sequence (each sequence at most once) and return, per request, the
+        logits of its last token (n_vocab,) or, with all_logits, of every token (n, n_vocab); new arrays.
+        Everything is checked before anything runs. More than max_batch tokens in all run in several steps."""
+        if not requests:
+            raise ValueError("forward_batch needs at least one (seq_id, tokens) request")
+        checked = [(self._seq(s), self.check_request(s, t)) for s, t in requests]
+        seqs = [s for s, _ in checked]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError(f"a sequence appears more than once in one batch: {seqs}")
+
+        tokens = np.concatenate([ids for _, ids in checked])
+        seq_of = np.concatenate([np.full(len(ids), s, np.int32) for s, ids in checked])
+        pos_of = np.concatenate([np.arange(self._n_past[s], self._n_past[s] + len(ids), dtype=np.int32)
+                                 for s, ids in checked])
+        ends = np.cumsum([len(ids) for _, ids in checked])  # flat index after each request's last token
+        nv = self.config.n_vocab
+        if all_logits:
+            flat = np.empty((len(tokens), nv), dtype=np.float32)
+        else:
+            out = [np.empty(nv, dtype=np.float32) for _ in checked]
+        for a in range(0, len(tokens), self.max_batch):
+            b = min(a + self.max_batch, len(tokens))
+            if all_logits:
+                self._step(tokens[a:b], seq_of[a:b], pos_of[a:b], flat[a:b], _ALL)
+                continue
+            # one row per sequence present in [a, b), in order; keep those holding a request's last token
+            present = [r for r in range(len(checked)) if ends[r] > a and ends[r] - len(checked[r][1]) < b]
+            finishing = [r for r in present if ends[r] <= b]
+            if not finishing:
+                self._step(tokens[a:b], seq_of[a:b], pos_of[a:b], None, _NONE)
+                continue
+            rows = np.empty((len(present), nv), dtype=np.float32)
+            self._step(tokens[a:b], seq_of[a:b], pos_of[a:b], rows, _LAST)
+            for row, r in enumerate(present):
+                if r in finishing:
+                    out[r] = rows[row]
+        if all_logits:
+            return np.split(flat, ends[:-1])
+        return out
+
+    def _step(self, tokens: np.ndarray, seq_of: np.ndarray, pos_of: np.ndarray, logits, mode: int) -> None:
+        _core.executor_forward_batch(self._ex, tokens, seq_of, pos_of, logits, mode)
+        for s, count in zip(*np.unique(seq_of, return_counts=True)):
+            self._n_past[int(s)] += int(count)
+
+    def _seq(self, seq_id) -> int:
+        if isinstance(seq_id, bool) or not isinstance(seq_id, (int, np.integer)) or not 0 <= seq_id < self.n_seq:
+            raise ValueError(f"sequence id {seq_id!r} is outside [0, {self.n_seq})")
+        return int(seq_id)
+
+
+class NativeSequence:
+    """One sequence of a NativeMultiBackend as a single-sequence Backend (runtime/backend.py)."""
+
+    def __init__(self, multi: NativeMultiBackend, seq_id: int):
+        self.multi = multi
+        self.seq_id = seq_id
+        self.n_ctx = multi.n_ctx
+        self.spec = multi.spec
+        self.config = multi.config
+
+    @property
+    def n_past(self) -> int:
+        return self.multi.n_past(self.seq_id)
+
+    def forward(self, tokens: Sequence[int], all_logits: bool = False, copy: bool = False) -> np.ndarray:
+        """Like NativeBackend.forward; the logits are always a new array (copy is accepted for the protocol)."""
+        return self.multi.forward_batch([(self.seq_id, tokens)], all_logits=all_logits)[0]
+
+    def forward_argmax(self, tokens: Sequence[int]) -> int:
+        return int(np.argmax(self.forward(tokens)))
+
+    def truncate(self, n_past: int) -> None:
+        self.multi.truncate(self.seq_id, n_past)
+
+    def reset(self) -> None:
+        self.multi.reset(self.seq_id)
