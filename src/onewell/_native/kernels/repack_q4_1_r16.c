@@ -26,7 +26,7 @@ int ow_repack_q4_1_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, i
             const int m = ow_r16_group_blocks(nb, g);
             for (int i = 0; i < OW_Q41R16_PAIRS; i++)
                 for (int t = 0; t < 4; t++)   /* low nibble: R16 chunk 2i; high nibble: chunk 2i + 1 */
-                    out[ow_q41r16_pair(g, m, i) + 4 * (b - g) + t] =
+                    out[ow_q41r16_pair(g, m, i) + (size_t)(4 * (b - g) + t)] =
                         (uint8_t)(q4_1_elem(&blk, 8 * i + t) | q4_1_elem(&blk, 8 * i + 4 + t) << 4);
             memcpy(out + ow_q41r16_d_at(n_cols) + 2 * b, &blk.d, 2);
             memcpy(out + ow_q41r16_m_at(n_cols) + 2 * b, &blk.m, 2);
