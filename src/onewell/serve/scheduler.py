@@ -24,6 +24,7 @@ import numpy as np
 from onewell.errors import OnewellError
 from onewell.runtime.backend import Backend
 from onewell.runtime.generate import common_prefix_length
+from onewell.runtime.native_multi import NativeMultiBackend, NativeSequence
 from onewell.runtime.sampling import Sampler, SamplingParams
 from onewell.serve.streaming import Alternative, Release, StopHoldback, TokenLogprob
 from onewell.tokenizer import IncrementalDecoder, Tokenizer
@@ -205,15 +206,31 @@ def _alternative(tokenizer: Tokenizer, token: int, logprob: float) -> Alternativ
 def step_sequences(backends: Sequence[Backend], inputs: Sequence[list[int]]) -> list[np.ndarray | Exception]:
     """Append inputs[i] to sequence i and return the logits of its last token (or the exception it raised).
 
-    Today: one forward per sequence, one after another, each on the slot's own KV cache. A native step
-    that advances all sequences reading the weights once (what makes batching pay on a memory-bound CPU)
-    takes this signature; the scheduler around it stays as it is."""
-    out: list[np.ndarray | Exception] = []
-    for backend, tokens in zip(backends, inputs):
+    Slots that are sequences of one NativeMultiBackend advance together in one native step (every weight read
+    once for all of them: what makes batching pay on a memory-bound CPU). Other backends run one forward per
+    sequence, one after another, each on the slot's own KV cache."""
+    out: list[np.ndarray | Exception | None] = [None] * len(backends)
+    batched: dict[int, tuple[NativeMultiBackend, list[int]]] = {}  # id(multi) -> (multi, indices)
+    for i, (backend, tokens) in enumerate(zip(backends, inputs)):
+        if isinstance(backend, NativeSequence):
+            try:  # a request the batch would refuse fails alone, not the whole batch
+                backend.multi.check_request(backend.seq_id, tokens)
+            except Exception as e:
+                out[i] = e
+                continue
+            batched.setdefault(id(backend.multi), (backend.multi, []))[1].append(i)
+            continue
         try:
-            out.append(backend.forward(tokens))
+            out[i] = backend.forward(tokens)
         except Exception as e:  # one sequence failing must not take the others down
-            out.append(e)
+            out[i] = e
+    for multi, indices in batched.values():
+        try:
+            logits = multi.forward_batch([(backends[i].seq_id, inputs[i]) for i in indices])
+        except Exception as e:
+            logits = [e] * len(indices)
+        for i, result in zip(indices, logits):
+            out[i] = result
     return out
 
 # ==========================================================================================================

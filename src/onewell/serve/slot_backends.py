@@ -1,7 +1,8 @@
 """One Backend per server slot: each slot owns its KV cache, all of them share the model's weights.
 
-Slots are advanced one after another by the scheduler's worker thread (never two forwards at once), so a
-native backend per slot may use every thread it was given without oversubscribing the cores.
+On the native backend the slots are the sequences of one NativeMultiBackend, which the scheduler advances
+together in one step (serve/scheduler.py, step_sequences): each weight is read once for every active slot.
+Other backends get one backend per slot, advanced one after another by the scheduler's worker thread.
 """
 from __future__ import annotations
 
@@ -35,7 +36,15 @@ def new_sequence_backend(backend: Backend, spec: ModelSpec, threads: int | None 
 
 
 def slot_backends(backend: Backend, spec: ModelSpec, n_slots: int, threads: int | None = None) -> list[Backend]:
-    """`backend` itself serves slot 0; slots 1.. get new sequences beside it."""
+    """Native: n_slots sequences of one multi-sequence executor on `backend`'s weights. Otherwise `backend`
+    itself serves slot 0 and slots 1.. get new sequences beside it."""
     if n_slots < 1:
         raise ValueError(f"a server needs at least one slot, got {n_slots}")
+    from onewell.runtime.native import NativeBackend
+
+    if isinstance(backend, NativeBackend):
+        from onewell.runtime.native_multi import NativeMultiBackend
+
+        multi = NativeMultiBackend.from_backend(backend, n_slots, threads=threads)
+        return [multi.sequence(i) for i in range(n_slots)]
     return [backend] + [new_sequence_backend(backend, spec, threads) for _ in range(n_slots - 1)]
