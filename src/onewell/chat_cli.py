@@ -19,8 +19,11 @@ HELP = "onewell chat: /reset forgets the conversation; Ctrl-C stops a reply; Ctr
 
 
 def chat_loop(model: Any, *, max_tokens: int = 512, system: str | None = None, sampling: dict | None = None,
-              read_line: Callable[[str], str] = input, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Runs until the user leaves; returns the exit status (0). `read_line` is input() unless a test scripts it."""
+              read_line: Callable[[str], str] | None = None, out: TextIO | None = None,
+              err: TextIO | None = None) -> int:
+    """Runs until the user leaves; returns the exit status (0). `read_line` is input() (looked up at call time,
+    so a patched builtins.input is seen) unless a test scripts it."""
+    read_line = read_line or input
     out = out or sys.stdout
     err = err or sys.stderr
     sampling = dict(sampling or {})
