@@ -55,3 +55,24 @@ def test_non_finite_norm_or_bias_is_refused_at_load_by_name(tensor, bad, tmp_pat
     path.write_bytes(bytes(data))
     with GGUFReader(path) as reader, pytest.raises(GGUFError, match=f"{tensor}.*NaN or inf"):
         load_spec(reader)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("tokenizer.ggml.token_type", [1.0, float("inf"), 1.0]),
+    ("tokenizer.ggml.token_type", [1.0, 1.0, 3.0]),   # whole floats are still not token types
+    ("tokenizer.ggml.bos_token_id", float("inf")),
+    ("tokenizer.ggml.eos_token_id", 2.0),
+])
+def test_float_token_types_and_ids_are_refused_as_gguf_errors(key, value):
+    """The bug behind float_token_type_with_inf.gguf: int() on metadata floats raised OverflowError for inf
+    and truncated the rest; every non-integer now is a GGUFError naming the key."""
+    import numpy as np
+
+    from onewell.errors import GGUFError
+    from onewell.tokenizer import Tokenizer
+
+    metadata = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm",
+                "tokenizer.ggml.tokens": ["a", "b", "<|im_end|>"], "tokenizer.ggml.merges": [],
+                key: np.asarray(value, dtype=np.float32) if isinstance(value, list) else value}
+    with pytest.raises(GGUFError, match=key):
+        Tokenizer.from_metadata(metadata)

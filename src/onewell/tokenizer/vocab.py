@@ -5,6 +5,7 @@ The rules for which tokens count as special or end-of-generation follow llama.cp
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,7 +98,8 @@ def _token_types(metadata: dict, n_tokens: int) -> list[int]:
     if value is None:
         return [TYPE_NORMAL] * n_tokens
     try:
-        types = [int(t) for t in (value.tolist() if hasattr(value, "tolist") else value)]
+        # operator.index, not int(): a float array (even of whole numbers, or inf) is not a type list
+        types = [operator.index(t) for t in (value.tolist() if hasattr(value, "tolist") else value)]
     except (TypeError, ValueError) as e:
         raise GGUFError(f"metadata {_PREFIX}token_type must be an array of integers ({e})") from None
     if len(types) < n_tokens:
@@ -110,7 +112,7 @@ def _optional_id(metadata: dict, name: str, n_tokens: int, default: int | None =
     if value is None:
         return default
     try:
-        token_id = int(value)
+        token_id = operator.index(value)  # an integer; int() would truncate floats and fail on inf
     except (TypeError, ValueError):
         raise GGUFError(f"metadata {_PREFIX}{name} must be an integer, got {value!r}") from None
     # llama.cpp ignores an out-of-range id (with a warning) rather than failing the load.
