@@ -62,7 +62,13 @@ def write_stats() -> None:
 
 def test_one_input(data: bytes) -> None:
     started = time.perf_counter()
-    outcome = run_one(data, _State.scratch)  # anything but an OnewellError propagates: a finding
+    try:
+        outcome = run_one(data, _State.scratch)  # anything but an OnewellError propagates: a finding
+    except BaseException as e:
+        _State.runs += 1
+        _State.outcomes[f"FINDING {type(e).__name__}"] += 1
+        write_stats()  # the fuzzer stops here: keep the counts up to this input
+        raise
     _State.slowest = max(_State.slowest, time.perf_counter() - started)
     _State.outcomes[outcome] += 1
     _State.runs += 1
