@@ -108,7 +108,7 @@ int64_t ow_executor_forward_batch(ow_executor *ex, const int32_t *tokens, const 
 /* Kernel path (ow_kpath) of the matmuls; default ow_kpath_for_isa(ow_isa_best()). -1 if unavailable here. */
 int ow_executor_set_kpath(ow_executor *ex, int kpath);
 int ow_executor_kpath(const ow_executor *ex);
-/* Rows per claimed chunk of a matmul job (rounded up to a whole number of OW_ROW_TILE; default 32). */
+/* Rows per claimed chunk of a matmul job (rounded up to a whole number of OW_ROW_TILE; default 128). */
 void ow_executor_set_chunk_rows(ow_executor *ex, int64_t rows);
 int64_t ow_executor_chunk_rows(const ow_executor *ex);
 int ow_executor_threads(const ow_executor *ex);
