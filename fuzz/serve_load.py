@@ -201,31 +201,44 @@ def reference_outputs(server: ServerProcess, prompts, max_tokens: int) -> dict[s
 
 @dataclass
 class LoadReport:
-    requests: int = 0
+    requests: int = 0         # requests finished (a request retried after 503s counts once)
+    attempts: int = 0         # HTTP requests sent
     completed: int = 0        # complete stream, text equal to the reference
     disconnected: int = 0     # the client hung up on purpose
-    rejected: int = 0         # 503 with Retry-After and an error body
+    rejected: int = 0         # 503 responses (with Retry-After and an error body)
+    gave_up: int = 0          # requests whose every attempt got a 503
     mismatched: list[str] = field(default_factory=list)   # complete, but a different text
     broken: list[str] = field(default_factory=list)       # malformed stream or unexpected status
     seconds: float = 0.0
 
+    @property
+    def admitted(self) -> int:
+        """Attempts the server took on (each ends served or cancelled)."""
+        return self.attempts - self.rejected
+
     def add(self, other: LoadReport) -> None:
-        for name in ("requests", "completed", "disconnected", "rejected", "seconds"):
+        for name in ("requests", "attempts", "completed", "disconnected", "rejected", "gave_up", "seconds"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.mismatched += other.mismatched
         self.broken += other.broken
 
 
 def classify(report: LoadReport, prompt: str, result: StreamResult, expected: dict[str, Reference],
-             lock: threading.Lock) -> None:
+             lock: threading.Lock, last_attempt: bool = True) -> None:
+    """Count one attempt; a 503 that will be retried (last_attempt False) does not finish the request."""
     with lock:
-        report.requests += 1
+        report.attempts += 1
         if result.status == 503:
             if result.retry_after and result.error_type == "server_overloaded" and not result.problem:
                 report.rejected += 1
             else:
                 report.broken.append(f"503 without Retry-After or error body: {result}")
-        elif result.status != 200 or result.problem:
+            if last_attempt:
+                report.requests += 1
+                report.gave_up += 1
+            return
+        report.requests += 1
+        if result.status != 200 or result.problem:
             report.broken.append(f"{prompt!r}: status {result.status}: {result.problem}")
         elif result.disconnected:
             report.disconnected += 1
@@ -236,9 +249,10 @@ def classify(report: LoadReport, prompt: str, result: StreamResult, expected: di
 
 
 def run_load(server: ServerProcess, expected: dict[str, Reference], n_requests: int, n_clients: int,
-             max_tokens: int, hang_up_fraction: float = 0.2, seed: int = 0, max_seconds: float = 600.0) -> LoadReport:
+             max_tokens: int, hang_up_fraction: float = 0.2, seed: int = 0, max_seconds: float = 600.0,
+             retries: int = 0) -> LoadReport:
     """n_requests streamed requests from n_clients threads; about hang_up_fraction of them hang up at a
-    random data line. A refused request is not retried (it counts as rejected); the client waits a moment."""
+    random data line. A refused request (503) is sent again up to `retries` times after a short pause."""
     report, lock = LoadReport(), threading.Lock()
     counter = iter(range(n_requests))
     prompts = sorted(expected)
@@ -256,9 +270,12 @@ def run_load(server: ServerProcess, expected: dict[str, Reference], n_requests: 
                 prompt = rng.choice(prompts)
                 hang_up = rng.randrange(expected[prompt].data_lines) if rng.random() < hang_up_fraction else None
                 time.sleep(rng.uniform(0, 0.05))
-                result = stream_completion(client, server.url, prompt, max_tokens, hang_up_after=hang_up)
-                classify(report, prompt, result, expected, lock)
-                if result.status == 503:
+                for attempt in range(retries + 1):
+                    result = stream_completion(client, server.url, prompt, max_tokens, hang_up_after=hang_up)
+                    last = result.status != 503 or attempt == retries or time.monotonic() > deadline
+                    classify(report, prompt, result, expected, lock, last_attempt=last)
+                    if last:
+                        break
                     time.sleep(rng.uniform(0.05, 0.2))
 
     with ThreadPoolExecutor(n_clients) as pool:
