@@ -29,7 +29,7 @@ from fuzz.serve_load import (PROMPTS, LoadReport, ServerProcess, burst, fault_re
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Load and fault test of onewell serve on 127.0.0.1.")
     p.add_argument("--model", default="smollm2-135m-instruct", help="registry name or .gguf path")
-    p.add_argument("--requests", type=int, default=1000)
+    p.add_argument("--requests", type=int, default=1000, help="requests per round (1000)")
     p.add_argument("--clients", type=int, default=32)
     p.add_argument("--parallel", type=int, default=4)
     p.add_argument("--queue", type=int, default=8)
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=12)
     p.add_argument("--hang-up", type=float, default=0.2, help="fraction of requests that hang up (0.2)")
     p.add_argument("--retries", type=int, default=100, help="times a client sends a request again after a 503 (100)")
+    p.add_argument("--rounds", type=int, default=1, help="repeat the load this often, RSS read after each (1)")
     p.add_argument("--bursts", type=int, default=3)
     p.add_argument("--burst-size", type=int, default=0, help="requests per burst (default: 2 x (parallel + queue))")
     p.add_argument("--max-seconds", type=float, default=1200.0, help="stop sending new requests after this long")
@@ -61,13 +62,20 @@ def main(argv: list[str] | None = None) -> int:
                        threads=args.threads) as server:
         figures["rss_kib_idle_after_start"] = server.rss_kib()
         expected = reference_outputs(server, PROMPTS, args.max_tokens)
+        # warm-up: every slot's whole context written once, one wave of concurrent connections (first-touch
+        # pages and the allocator's first pools are not growth)
         warm = fill_every_slot(server)
         checks["warm-up fills every slot"] = all(r.done and r.finish_reason == "length" for r in warm)
+        burst(server, expected, args.clients, args.max_tokens)
         before = wait_idle(server)
         rss_before = settled_rss_kib(server)
 
-        load = run_load(server, expected, args.requests, args.clients, args.max_tokens, args.hang_up, args.seed,
-                        args.max_seconds, retries=args.retries)
+        load, rss_rounds = LoadReport(), []
+        for round_index in range(args.rounds):  # RSS after each round: bounded growth levels off, a leak does not
+            load.add(run_load(server, expected, args.requests, args.clients, args.max_tokens, args.hang_up,
+                              args.seed + round_index, args.max_seconds, retries=args.retries))
+            wait_idle(server)
+            rss_rounds.append(settled_rss_kib(server))
         spikes = LoadReport()
         for _ in range(args.bursts):
             spikes.add(burst(server, expected, burst_size, args.max_tokens))
@@ -103,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     figures.update({
         "load": _report(load), "bursts": {**_report(spikes), "bursts": args.bursts, "burst_size": burst_size},
         "faults": faults, "server_counters_delta": delta,
-        "rss_kib_before_load": rss_before, "rss_kib_after_load": rss_after,
+        "rss_kib_before_load": rss_before, "rss_kib_after_each_round": rss_rounds, "rss_kib_after_load": rss_after,
         "rss_change": round((rss_after - rss_before) / rss_before, 4),
         "seconds": round(time.perf_counter() - started, 1), "checks": checks,
     })
