@@ -349,11 +349,11 @@ def fill_every_slot(server: ServerProcess, n_vocab_hint: int = 1000, max_tokens:
 # ---- faults ---------------------------------------------------------------------------------------------
 
 
-def fault_requests(n_ctx: int) -> list[tuple[str, dict | bytes]]:
-    """(name, JSON body or raw bytes) of requests the server must refuse with a clear 4xx."""
+def fault_requests(n_ctx: int) -> list[tuple[str, dict | bytes | None]]:
+    """(name, JSON body, raw bytes or None for the chat case) of requests the server must refuse with a 4xx."""
     long_prompt = " ".join(f"word{i}" for i in range(n_ctx * 2))
     base = {"prompt": "Hello", "max_tokens": 4}
-    cases: list[tuple[str, dict | bytes]] = [
+    cases: list[tuple[str, dict | bytes | None]] = [
         ("prompt longer than the context", {**base, "prompt": long_prompt}),
         ("prompt longer than the context, streamed", {**base, "prompt": long_prompt, "stream": True}),
         ("prompt of token ids longer than the context", {**base, "prompt": list(range(1, n_ctx + 2))}),
