@@ -8,7 +8,7 @@ MODEL  := qwen2.5-coder-0.5b-instruct
 PROMPT := Write a Python function that checks whether a number is prime.
 PYTEST_ARGS ?=
 
-.PHONY: setup native demo test browser clean
+.PHONY: setup native demo test browser sanitize clean
 
 # Re-run the install only when the packaging files change (the stamp records the last install).
 # setuptools >= 77 (it reads pyproject's license field) goes into the venv too, because `make native`
@@ -37,6 +37,10 @@ browser:
 
 test: native browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The native tests on an ASan + UBSan build of the C core (scratch copy; the normal build is untouched).
+sanitize: setup
+	bash scripts/sanitize.sh
 
 clean:
 	rm -rf build src/onewell/_native/*.so .pytest_cache
