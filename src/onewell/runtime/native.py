@@ -22,6 +22,7 @@ import numpy as np
 
 from onewell._native import _core
 from onewell.models.base import ModelSpec
+from onewell.runtime.memory import check_kv_cache_fits
 from onewell.runtime.native_kernels import default_path, resolve_path
 from onewell.runtime.plan import build_plan, check_room, check_tokens
 
@@ -71,6 +72,7 @@ class NativeBackend:
         self.repack = (path or default_path()) == "avx512" if repack is None else repack
         self.spec = spec
         self.config = spec.config
+        check_kv_cache_fits(spec.config, self.n_ctx)  # before the plan copies weights or C reserves the cache
         self.plan = build_plan(spec, repack=self.repack)
         self._ex = _core.executor_create(*self.plan.native_args(), threads or physical_cores(), self.n_ctx,
                                          self.max_batch)

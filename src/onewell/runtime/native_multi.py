@@ -17,6 +17,7 @@ import numpy as np
 
 from onewell._native import _core
 from onewell.models.base import ModelSpec
+from onewell.runtime.memory import check_kv_cache_fits
 from onewell.runtime.native import NativeBackend, _positive_int, physical_cores
 from onewell.runtime.native_kernels import default_path, resolve_path
 from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens
@@ -41,6 +42,7 @@ class NativeMultiBackend:
             raise ValueError(f"repack must be True, False or None, got {repack!r}")
         self.spec = spec
         self.config = spec.config
+        check_kv_cache_fits(spec.config, self.n_ctx, self.n_seq)  # refuse before C reserves n_seq caches
         if plan is None:
             plan = build_plan(spec, repack=(path or default_path()) == "avx512" if repack is None else repack)
         self.plan = plan
