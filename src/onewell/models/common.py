@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from onewell.errors import GGUFError, UnsupportedError
-from onewell.models.base import Weight
+from onewell.models.base import LayerWeights, ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
 
 
@@ -201,3 +201,48 @@ def vocab_size(reader: Any, arch: str, table_rows: int) -> int:
         raise GGUFError(f"{md.where}: the tokenizer has {len(tokens)} tokens but token_embd.weight only "
                         f"{table_rows} rows")
     return table_rows
+
+
+def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, qkv_bias: bool) -> ModelSpec:
+    """The pre-norm decoder both supported families share (RMSNorm, GQA, SwiGLU, output separate or tied):
+    hyperparameters from `{arch}.*` metadata, every weight looked up by its GGUF name with its shape checked.
+    Architectures differ only in the arguments (and refuse anything else they do not implement)."""
+    hp = read_hyperparameters(reader, arch)
+    w = WeightTable(reader)
+    d, q_dim, kv_dim = hp.n_embd, hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
+    n_vocab = vocab_size(reader, arch, w.rows("token_embd.weight", d))
+    tied = not w.has("output.weight")
+
+    config = ModelConfig(
+        arch=arch, n_vocab=n_vocab, n_embd=d, n_layer=hp.n_layer, n_head=hp.n_head,
+        n_head_kv=hp.n_head_kv, head_dim=hp.head_dim, n_ff=hp.n_ff, n_ctx_train=hp.n_ctx_train,
+        rope_theta=hp.rope_theta, rms_eps=hp.rms_eps, rope_style=rope_style, tie_embeddings=tied,
+    )
+    layers = []
+    for i in range(hp.n_layer):
+        b = f"blk.{i}."
+        biases = dict(bq=w.get(b + "attn_q.bias", (q_dim,)), bk=w.get(b + "attn_k.bias", (kv_dim,)),
+                      bv=w.get(b + "attn_v.bias", (kv_dim,))) if qkv_bias else {}
+        layers.append(LayerWeights(
+            attn_norm=w.get(b + "attn_norm.weight", (d,)),
+            wq=w.get(b + "attn_q.weight", (q_dim, d)),
+            wk=w.get(b + "attn_k.weight", (kv_dim, d)),
+            wv=w.get(b + "attn_v.weight", (kv_dim, d)),
+            wo=w.get(b + "attn_output.weight", (d, q_dim)),
+            ffn_norm=w.get(b + "ffn_norm.weight", (d,)),
+            w_gate=w.get(b + "ffn_gate.weight", (hp.n_ff, d)),
+            w_up=w.get(b + "ffn_up.weight", (hp.n_ff, d)),
+            w_down=w.get(b + "ffn_down.weight", (d, hp.n_ff)),
+            **biases,
+        ))
+    token_embd = w.get("token_embd.weight", (n_vocab, d))
+    spec = ModelSpec(
+        config=config,
+        token_embd=token_embd,
+        layers=layers,
+        output_norm=w.get("output_norm.weight", (d,)),
+        output=token_embd if tied else w.get("output.weight", (n_vocab, d)),
+        metadata=reader.metadata,
+    )
+    w.check_all_used(arch)  # a tensor we would ignore (e.g. rope_freqs.weight of Llama 3 scaling) is refused
+    return spec
