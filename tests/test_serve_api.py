@@ -208,6 +208,20 @@ def test_malformed_bodies_are_400_with_openai_error_shape(server):
     assert "do not fit the context" in r.json()["error"]["message"]
 
 
+def test_text_too_long_for_any_tokenization_is_refused_before_tokenizing(server, model):
+    tok = model.tokenizer
+    longest = max(len(tok.token_bytes(i)) for i in range(tok.n_vocab))
+    huge = "word " * (N_CTX * longest // 5 + 1)  # more bytes than N_CTX tokens can cover
+    for path, body in (("/v1/completions", {"prompt": huge, "max_tokens": 1}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": huge}], "max_tokens": 1})):
+        t0 = time.perf_counter()
+        r = httpx.post(server.url + path, json=body, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+        assert "bytes of text" in r.json()["error"]["message"]
+        assert time.perf_counter() - t0 < 2.0  # refused by counting bytes, not by tokenizing
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
 def test_model_without_chat_template_gets_a_clear_400(model):
     class NoTemplate:
         chat_template = None

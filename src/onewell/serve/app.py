@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import hmac
 import ipaddress
 import json
@@ -82,6 +83,11 @@ class ServerState:
     created: int
     requests_invalid: int = 0
 
+    @functools.cached_property
+    def longest_token_bytes(self) -> int:
+        tok = self.model.tokenizer
+        return max(len(tok.token_bytes(i)) for i in range(tok.n_vocab))
+
 
 # ----------------------------------------------------------------------------------------------------------
 # Request handling helpers
@@ -141,8 +147,33 @@ def completion_prompt_ids(model: Any, req: schema.CompletionRequest) -> list[int
     return tok.encode(text, add_bos=tok.add_bos_token, parse_special=True)
 
 
+def prompt_text_bytes(req) -> int:
+    """UTF-8 bytes of the text the request brings (a lower bound of what will be tokenized: a chat template
+    only adds text); token-id prompts count zero."""
+    if isinstance(req, schema.ChatCompletionRequest):
+        return sum(len(m.text().encode("utf-8", "surrogatepass")) for m in req.messages)
+    prompt = req.prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+        return 0
+    text = prompt[0] if isinstance(prompt, list) else prompt
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def refuse_if_surely_too_long(state: ServerState, req) -> None:
+    """No token spans more than the longest token's bytes, so text longer than n_ctx x that cannot fit the
+    context however it tokenizes: refuse it before spending CPU (seconds for megabytes) on tokenizing it."""
+    longest = state.longest_token_bytes
+    n_bytes = prompt_text_bytes(req)
+    if n_bytes > state.scheduler.n_ctx * longest:
+        raise ApiError(400, f"the prompt has {n_bytes} bytes of text, more than the context of "
+                            f"{state.scheduler.n_ctx} tokens can hold (a token covers at most {longest} bytes)",
+                       code="context_length_exceeded", param="messages" if isinstance(
+                           req, schema.ChatCompletionRequest) else "prompt")
+
+
 async def prompt_ids_for(state: ServerState, build, req) -> list[int]:
     """Template rendering and tokenization run on a worker thread: a long prompt must not stall the loop."""
+    refuse_if_surely_too_long(state, req)
     try:
         return await asyncio.to_thread(build, state.model, req)
     except ApiError:
