@@ -283,6 +283,26 @@ def test_scheduler_queue_bound_counts_free_slots_not_yet_taken():
     run(main())
 
 
+def test_scheduler_counts_a_hung_up_slot_as_free_at_once():
+    async def main():
+        gate = threading.Event()
+        s = Scheduler([CountingBackend(delay=gate)], DigitTokenizer(), queue_capacity=0)
+        s.start()
+        first = s.submit(request([1], max_tokens=40))
+        await asyncio.sleep(0.05)            # admitted; its forward waits at the gate
+        with pytest.raises(QueueFullError):  # the only slot is busy and there is no queue
+            s.submit(request([2], max_tokens=1))
+        first.cancel()                       # the client hangs up while the tick still runs
+        second = s.submit(request([2], max_tokens=1))  # not refused: that slot is free at the next turn
+        gate.set()
+        text, events = await drain(second)
+        assert text == "<3>" and isinstance(events[-1], Done)
+        assert s.metrics()["requests_rejected"] == 1
+        await s.stop()
+
+    run(main())
+
+
 def test_scheduler_failing_slot_does_not_stop_the_others():
     async def main():
         s = Scheduler([CountingBackend(fail_on=20), CountingBackend(fail_on=20)], DigitTokenizer())

@@ -317,8 +317,12 @@ class Scheduler:
         """Queue a request; raises QueueFullError when all slots are busy and the queue is full."""
         if self._task is None or self._stopping or self._closing:
             raise QueueFullError("the server is shutting down")
-        free = sum(s.job is None for s in self.slots)  # queued jobs take these at the loop's next turn
-        if len(self.queue) >= free + self.queue_capacity:
+        # queued jobs take free slots at the loop's next turn; a slot whose client hung up is freed then too,
+        # so it counts as free now (a client that reconnects at once is not refused), and so do the
+        # cancelled jobs still in the queue (they are dropped at that turn)
+        free = sum(s.job is None or s.job.cancelled for s in self.slots)
+        waiting = sum(not j.cancelled for j in self.queue)
+        if waiting >= free + self.queue_capacity:
             self.counters.requests_rejected += 1
             raise QueueFullError(f"all {len(self.slots)} slots are busy and {len(self.queue)} requests are "
                                  "waiting; try again shortly")
