@@ -13,6 +13,7 @@ import argparse
 import sys
 from typing import Any, Callable, TextIO
 
+from onewell.argtypes import positive_int
 from onewell.errors import ContextOverflowError, OnewellError
 
 HELP = "onewell chat: /reset forgets the conversation; Ctrl-C stops a reply; Ctrl-C at the prompt, Ctrl-D or /exit leaves."
@@ -110,18 +111,12 @@ def format_stats(stats: Any) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    def positive(text: str) -> int:
-        value = int(text)
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-        return value
-
     p = argparse.ArgumentParser(prog="onewell chat", description="Interactive chat in the terminal.")
     p.add_argument("model", help="registry name or path to a .gguf file")
-    p.add_argument("-n", "--max-tokens", dest="n", type=positive, default=512, help="tokens per reply (512)")
+    p.add_argument("-n", "--max-tokens", dest="n", type=positive_int, default=512, help="tokens per reply (512)")
     p.add_argument("--system", help="system message")
-    p.add_argument("--ctx-size", "-c", type=positive, default=4096, help="context tokens (4096)")
-    p.add_argument("--threads", type=positive, default=None, help="worker threads of the native backend")
+    p.add_argument("--ctx-size", "-c", type=positive_int, default=4096, help="context tokens (4096)")
+    p.add_argument("--threads", type=positive_int, default=None, help="worker threads of the native backend")
     p.add_argument("--backend", choices=("native", "reference"), default="native")
     g = p.add_argument_group("sampling (unset options take the engine's defaults)")
     g.add_argument("--temp", dest="temperature", type=float)

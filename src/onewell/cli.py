@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from onewell import __version__
+from onewell.argtypes import positive_int
 from onewell.errors import OnewellError
 
 CONVERT_TYPES = ("q8_0", "q4_0", "f16")
@@ -44,14 +45,6 @@ def _engine(module: str, attr: str, command: str) -> Any:
 
 # -- argument types: reject bad values at parse time with argparse's usual message --------------------------
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _nonnegative_int(text: str) -> int:
@@ -80,7 +73,7 @@ def _bounded_float(low: float, high: float | None, low_open: bool = False) -> Ca
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=_positive_int, default=None, help="worker threads (default: physical cores)")
+    p.add_argument("--threads", type=positive_int, default=None, help="worker threads (default: physical cores)")
     p.add_argument("--backend", choices=("native", "reference"), default="native",
                    help="native C core (default) or the numpy reference used as the test oracle")
 
@@ -254,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="generate text for one prompt, streamed to the terminal")
     p.add_argument("model", help="registry name or path to a .gguf file")
     p.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
-    p.add_argument("-n", "--max-tokens", dest="n", type=_positive_int, default=128, help="tokens to generate (128)")
+    p.add_argument("-n", "--max-tokens", dest="n", type=positive_int, default=128, help="tokens to generate (128)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--chat", dest="chat", action="store_true", default=True,
                       help="wrap the prompt in the model's chat template (default)")
@@ -265,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("chat", help="interactive chat in the terminal")
     p.add_argument("model", help="registry name or path to a .gguf file")
-    p.add_argument("-n", "--max-tokens", dest="n", type=_positive_int, default=512, help="tokens per reply (512)")
+    p.add_argument("-n", "--max-tokens", dest="n", type=positive_int, default=512, help="tokens per reply (512)")
     p.add_argument("--system", help="system message")
     _add_sampling_options(p)
     _add_engine_options(p)

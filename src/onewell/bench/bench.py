@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from onewell.argtypes import positive_int
 from onewell.bench import llamacpp, machine as machine_mod
 from onewell.bench.report import build_report, render_report
 from onewell.bench.runner import BenchTest, context_needed, make_tests, run_benchmark
@@ -40,14 +41,6 @@ def _int_list(text: str, minimum: int) -> list[int]:
     return sorted(values)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,16 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prompt sizes to time (pp); 0 = none (default 128)")
     p.add_argument("-n", "--n-gen", type=lambda s: _int_list(s, 0), default=[32],
                    help="tokens to generate (tg); 0 = none (default 32)")
-    p.add_argument("-r", "--reps", type=_positive, default=5, help="repetitions of each test (default 5)")
+    p.add_argument("-r", "--reps", type=positive_int, default=5, help="repetitions of each test (default 5)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="skip the untimed warm-up run at each thread count")
     p.add_argument("--backend", choices=("native", "reference"), default="native",
                    help="engine to time (reference: the slow numpy oracle; ignores --threads)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random token ids (default 0)")
     bw = p.add_argument_group("memory bandwidth (measured at each thread count, before the engine runs)")
-    bw.add_argument("--bandwidth-size-mb", type=_positive, default=1024,
+    bw.add_argument("--bandwidth-size-mb", type=positive_int, default=1024,
                     help="buffer size; keep it far above the L3 cache (default 1024)")
-    bw.add_argument("--bandwidth-reps", type=_positive, default=10, help="repetitions (default 10)")
+    bw.add_argument("--bandwidth-reps", type=positive_int, default=10, help="repetitions (default 10)")
     bw.add_argument("--no-bandwidth", action="store_true", help="skip it: no utilization or ceiling then")
     out = p.add_argument_group("output")
     out.add_argument("--json", nargs="?", const="-", metavar="FILE",
