@@ -139,6 +139,34 @@ static const char *status_message(int64_t status) {
     }
 }
 
+/* A non-empty aligned int32 buffer of at most 2^30 values -> its length, or -1 with an exception set. */
+static int int32_count(const Py_buffer *b, const char *what) {
+    if (b->len % (Py_ssize_t)sizeof(int32_t) || (uintptr_t)b->buf % sizeof(int32_t) || b->len == 0 ||
+        b->len / (Py_ssize_t)sizeof(int32_t) > 1 << 30) {
+        PyErr_Format(PyExc_ValueError, "%s must be a non-empty aligned int32 buffer", what);
+        return -1;
+    }
+    return (int)(b->len / (Py_ssize_t)sizeof(int32_t));
+}
+
+/* The logits buffer (NULL when None) holds `need` aligned float32 values; 0, or -1 with an exception set. */
+static int logits_fit(float *out, const Py_buffer *logits, int64_t need) {
+    if (need && (!out || logits->len < need * (Py_ssize_t)sizeof(float) || (uintptr_t)out % sizeof(float))) {
+        PyErr_Format(PyExc_ValueError, "logits buffer must hold %lld aligned float32 values", (long long)need);
+        return -1;
+    }
+    return 0;
+}
+
+/* A step's return value as a Python int, or its error status as an exception (NULL). */
+static PyObject *step_result(int64_t status) {
+    if (status < 0) {
+        PyErr_Format(status == OW_EXEC_EBUSY ? PyExc_RuntimeError : PyExc_ValueError, "executor: %s", status_message(status));
+        return NULL;
+    }
+    return PyLong_FromLongLong(status);
+}
+
 /* executor_forward(capsule, tokens (int32 buffer), pos0, logits (float32 buffer or None), mode) -> int */
 static PyObject *py_executor_forward(PyObject *self, PyObject *args) {
     (void)self;
@@ -149,12 +177,8 @@ static PyObject *py_executor_forward(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     holder *h = get_holder(capsule);
     if (!h) goto done;
-    if (tokens.len % (Py_ssize_t)sizeof(int32_t) || (uintptr_t)tokens.buf % sizeof(int32_t) || tokens.len == 0 ||
-        tokens.len / (Py_ssize_t)sizeof(int32_t) > 1 << 30) {
-        PyErr_SetString(PyExc_ValueError, "tokens must be a non-empty aligned int32 buffer");
-        goto done;
-    }
-    const int n = (int)(tokens.len / (Py_ssize_t)sizeof(int32_t));
+    const int n = int32_count(&tokens, "tokens");
+    if (n < 0) goto done;
     float *out = NULL;
     if (logits_obj != Py_None) {
         if (PyObject_GetBuffer(logits_obj, &logits, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
@@ -162,33 +186,16 @@ static PyObject *py_executor_forward(PyObject *self, PyObject *args) {
     }
     const int64_t need = mode == OW_LOGITS_ALL ? (int64_t)n * ow_executor_n_vocab(h->ex)
                          : mode == OW_LOGITS_LAST ? ow_executor_n_vocab(h->ex) : 0;
-    if (need && (!out || logits.len < need * (Py_ssize_t)sizeof(float) || (uintptr_t)out % sizeof(float))) {
-        PyErr_Format(PyExc_ValueError, "logits buffer must hold %lld aligned float32 values", (long long)need);
-        goto done;
-    }
+    if (logits_fit(out, &logits, need) < 0) goto done;
     int64_t status;
     Py_BEGIN_ALLOW_THREADS
     status = ow_executor_forward(h->ex, tokens.buf, n, pos0, out, mode);
     Py_END_ALLOW_THREADS
-    if (status < 0) {
-        PyErr_Format(status == OW_EXEC_EBUSY ? PyExc_RuntimeError : PyExc_ValueError, "executor: %s", status_message(status));
-        goto done;
-    }
-    result = PyLong_FromLongLong(status);
+    result = step_result(status);
 done:
     PyBuffer_Release(&tokens);
     if (logits.obj) PyBuffer_Release(&logits);
     return result;
-}
-
-/* A non-empty aligned int32 buffer of at most 2^30 values -> its length, or -1 with an exception set. */
-static int int32_count(const Py_buffer *b, const char *what) {
-    if (b->len % (Py_ssize_t)sizeof(int32_t) || (uintptr_t)b->buf % sizeof(int32_t) || b->len == 0 ||
-        b->len / (Py_ssize_t)sizeof(int32_t) > 1 << 30) {
-        PyErr_Format(PyExc_ValueError, "%s must be a non-empty aligned int32 buffer", what);
-        return -1;
-    }
-    return (int)(b->len / (Py_ssize_t)sizeof(int32_t));
 }
 
 /* executor_forward_batch(capsule, tokens, seq_ids, positions (int32 buffers of one length), logits (float32
@@ -224,19 +231,12 @@ static PyObject *py_executor_forward_batch(PyObject *self, PyObject *args) {
         }
     }
     const int64_t need = rows * ow_executor_n_vocab(h->ex);
-    if (need && (!out || logits.len < need * (Py_ssize_t)sizeof(float) || (uintptr_t)out % sizeof(float))) {
-        PyErr_Format(PyExc_ValueError, "logits buffer must hold %lld aligned float32 values", (long long)need);
-        goto done;
-    }
+    if (logits_fit(out, &logits, need) < 0) goto done;
     int64_t status;
     Py_BEGIN_ALLOW_THREADS
     status = ow_executor_forward_batch(h->ex, tokens.buf, seqs.buf, positions.buf, n, out, mode);
     Py_END_ALLOW_THREADS
-    if (status < 0) {
-        PyErr_Format(status == OW_EXEC_EBUSY ? PyExc_RuntimeError : PyExc_ValueError, "executor: %s", status_message(status));
-        goto done;
-    }
-    result = PyLong_FromLongLong(status);
+    result = step_result(status);
 done:
     PyBuffer_Release(&tokens);
     PyBuffer_Release(&seqs);
