@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -213,11 +213,8 @@ def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, qkv_bias: boo
     n_vocab = vocab_size(reader, arch, w.rows("token_embd.weight", d))
     tied = not w.has("output.weight")
 
-    config = ModelConfig(
-        arch=arch, n_vocab=n_vocab, n_embd=d, n_layer=hp.n_layer, n_head=hp.n_head,
-        n_head_kv=hp.n_head_kv, head_dim=hp.head_dim, n_ff=hp.n_ff, n_ctx_train=hp.n_ctx_train,
-        rope_theta=hp.rope_theta, rms_eps=hp.rms_eps, rope_style=rope_style, tie_embeddings=tied,
-    )
+    # the config is the metadata's hyperparameters plus what the file's tensors and the architecture decide
+    config = ModelConfig(arch=arch, n_vocab=n_vocab, rope_style=rope_style, tie_embeddings=tied, **asdict(hp))
     layers = []
     for i in range(hp.n_layer):
         b = f"blk.{i}."
