@@ -8,6 +8,7 @@
 
 #include "executor.h"
 #include "kernels/matvec.h"
+#include "kernels/type_traits.h"
 #include "ops.h"
 
 #define CAPSULE_NAME "onewell.executor"
@@ -329,7 +330,8 @@ static PyObject *py_dequantize_rows(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     const int64_t bs = ow_type_block_size((ow_ggml_type)type);
     const Py_ssize_t n_ids = ids.len / (Py_ssize_t)sizeof(int32_t);
-    if (!ow_wtype_supported(type) || bs <= 0 || n_cols < 1 || n_cols % bs ||
+    const ow_type_traits_t *traits = ow_type_traits(type);
+    if (!traits || !traits->to_float || bs <= 0 || n_cols < 1 || n_cols % bs ||
         (size_t)row_bytes != (size_t)(n_cols / bs) * ow_type_block_bytes((ow_ggml_type)type)) {
         PyErr_SetString(PyExc_ValueError, "dequantize_rows: unsupported type or inconsistent row size");
         goto done;

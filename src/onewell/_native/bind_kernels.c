@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "kernels/matvec.h"
+#include "kernels/type_traits.h"
 
 static int parse_path(const char *name, ow_kpath *out) {
     for (int p = 0; p < OW_KPATH_COUNT; p++) {
@@ -23,8 +24,8 @@ static int parse_path(const char *name, ow_kpath *out) {
 }
 
 static int is_act_type(int at) {
-    return at == OW_TYPE_F32 || at == OW_TYPE_F16 || at == OW_TYPE_Q8_0 || at == OW_TYPE_Q8_1 || at == OW_TYPE_Q8_K ||
-           at == OW_ACT_Q8_0_R16;
+    const ow_type_traits_t *t = ow_type_traits(at);
+    return t && t->from_float[OW_KPATH_GENERIC].fn;
 }
 
 /* n_cols must be a positive whole number of blocks of type t */
@@ -119,7 +120,7 @@ static int check_matmul(const matmul_call *c) {
         (size_t)(c->n_cols / ow_type_block_size((ow_ggml_type)c->wt)) * ow_type_block_bytes((ow_ggml_type)c->wt);
     if (c->row_bytes < 0 || !ow_row_bytes_ok((ow_wtype)c->wt, c->n_cols, (size_t)c->row_bytes)) {
         PyErr_Format(PyExc_ValueError, "row_bytes=%zd, but a row of %zd elements takes %s%zu bytes", c->row_bytes,
-                     c->n_cols, c->wt == OW_TYPE_Q8_0_R16 || c->wt == OW_TYPE_Q4_1_R16 ? "at least " : "", packed);
+                     c->n_cols, ow_type_traits(c->wt)->repacked ? "at least " : "", packed);
         return -1;
     }
     const size_t row_bytes = (size_t)c->row_bytes;
@@ -208,8 +209,8 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0 or Q5_0 rows -> Q8_0 R16 rows,
- * Q4_1 rows -> Q4_1 R16 rows */
+/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): rows of a type with a repacked layout
+ * (the table's repack_to: Q8_0 and Q5_0 -> Q8_0 R16, Q4_1 -> Q4_1 R16) -> rows of that layout */
 static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     (void)self;
     int st;
@@ -217,15 +218,24 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     Py_ssize_t src_row_bytes, rows, n_cols, dst_stride;
     if (!PyArg_ParseTuple(args, "iy*nnnw*n", &st, &src, &src_row_bytes, &rows, &n_cols, &dst, &dst_stride)) return NULL;
     PyObject *result = NULL;
-    if (st != OW_TYPE_Q8_0 && st != OW_TYPE_Q5_0 && st != OW_TYPE_Q4_1) {
-        PyErr_Format(PyExc_ValueError, "repack_r16: type %d is neither Q8_0, Q5_0 nor Q4_1", st);
+    const ow_type_traits_t *t = ow_type_traits(st);
+    if (!t || !t->repack) {
+        char names[128] = "";
+        for (int id = 0; id < OW_GGML_TYPE_SLOTS; id++) {
+            const ow_type_traits_t *r = ow_type_traits(id);
+            if (!r || !r->repack) continue;
+            if (names[0]) strncat(names, ", ", sizeof names - strlen(names) - 1);
+            strncat(names, r->name, sizeof names - strlen(names) - 1);
+        }
+        PyErr_Format(PyExc_ValueError, "repack_r16: type %d is neither of the types with a repacked layout (%s)", st,
+                     names);
         goto done;
     }
     if (check_cols(st, n_cols) < 0) goto done;
-    const size_t blocks = (size_t)(n_cols / ow_type_block_size((ow_ggml_type)st));
-    const size_t packed = blocks * ow_type_block_bytes((ow_ggml_type)st);
+    const size_t blocks = (size_t)(n_cols / t->block_size);
+    const size_t packed = blocks * t->block_bytes;
     if (rows < 0 || src_row_bytes < (Py_ssize_t)packed ||
-        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes(st == OW_TYPE_Q4_1 ? OW_TYPE_Q4_1_R16 : OW_TYPE_Q8_0_R16))) {
+        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes((ow_ggml_type)t->repack_to))) {
         PyErr_SetString(PyExc_ValueError, "repack_r16: negative rows, or a row size below the packed size");
         goto done;
     }
@@ -236,9 +246,7 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     }
     int status;
     Py_BEGIN_ALLOW_THREADS
-    if (st == OW_TYPE_Q8_0) status = ow_repack_q8_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
-    else if (st == OW_TYPE_Q5_0) status = ow_repack_q5_0_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
-    else status = ow_repack_q4_1_r16(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
+    status = t->repack(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
     Py_END_ALLOW_THREADS
     if (status) { PyErr_SetString(PyExc_ValueError, "repack_r16: inconsistent sizes"); goto done; }
     result = Py_NewRef(Py_None);

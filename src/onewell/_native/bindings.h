@@ -8,5 +8,6 @@
 extern PyMethodDef ow_pool_methods[];     /* bind_pool.c: thread pool, bandwidth probe, small ops */
 extern PyMethodDef ow_kernel_methods[];   /* bind_kernels.c: quantized matvec/dot kernels */
 extern PyMethodDef ow_executor_methods[]; /* bind_executor.c: whole forward steps */
+extern PyMethodDef ow_type_methods[];     /* bind_types.c: the type-traits table */
 
 #endif

@@ -35,7 +35,7 @@ static int desc_ok(const ow_model_desc *d) {
     const ow_matrix *te = &d->token_embd;
     /* the gather dequantizes rows of ggml types; a repacked table would gain nothing (one row per token) */
     if (!te->data || te->rows != d->n_vocab || te->cols != d->n_embd || !ow_wtype_supported(te->type) ||
-        te->type == OW_TYPE_Q8_0_R16 || te->type == OW_TYPE_Q4_1_R16 ||
+        !ow_type_traits(te->type)->to_float ||
         d->n_embd % ow_type_block_size((ow_ggml_type)te->type) ||
         te->row_bytes != (size_t)(d->n_embd / ow_type_block_size((ow_ggml_type)te->type)) *
                              ow_type_block_bytes((ow_ggml_type)te->type))

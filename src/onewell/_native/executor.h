@@ -122,8 +122,4 @@ void ow_executor_profile(const ow_executor *ex, ow_exec_profile *out);
 void ow_executor_reset_profile(ow_executor *ex);
 const char *ow_prof_name(ow_prof_cat c);
 
-/* One row of a weight table to float32 (the embedding gather): every type ow_matmul_rows takes.
- * Returns 0, or -1 for a type without a row dequantizer. Bit-identical to onewell.quant.dequantize. */
-int ow_dequantize_row(int type, const uint8_t *row, float *out, int64_t n_cols);
-
 #endif

@@ -7,6 +7,7 @@
 
 #include "executor.h"
 #include "kernels/matvec.h"
+#include "kernels/type_traits.h"
 #include "ops.h"
 #include "threadpool.h"
 

@@ -17,7 +17,8 @@ static PyMethodDef core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyMethodDef *const tables[] = {core_methods, ow_pool_methods, ow_kernel_methods, ow_executor_methods};
+static PyMethodDef *const tables[] = {core_methods, ow_pool_methods, ow_kernel_methods, ow_executor_methods,
+                                       ow_type_methods};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "onewell._native._core", "onewell native core", -1, NULL};
 

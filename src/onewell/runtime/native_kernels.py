@@ -16,10 +16,10 @@ from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.act_formats import act_row_nbytes
 from onewell.quant.act_formats import act_type_for as _twin_act_type_for
+from onewell.runtime.native_types import weight_types
 
 KERNEL_PATHS = ("generic", "avx2", "avx2-vnni", "avx512")
-WEIGHT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0, GGMLType.Q5_1,
-                          GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})
+WEIGHT_TYPES = weight_types()   # from the native type-traits table
 
 
 def _core():

@@ -19,9 +19,10 @@ from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
 from onewell.runtime.native_kernels import _check_activations, resolve_path
+from onewell.runtime.native_types import repack_layouts
 
-SOURCE_TYPES = frozenset({GGMLType.Q8_0, GGMLType.Q5_0})   # repacked to Q8_0 R16
-LAYOUTS = {GGMLType.Q8_0: Q8_0_R16, GGMLType.Q5_0: Q8_0_R16, GGMLType.Q4_1: Q4_1_R16}
+LAYOUTS = repack_layouts()   # ggml type -> its R16 layout, from the native type-traits table
+SOURCE_TYPES = frozenset(t for t, layout in LAYOUTS.items() if layout == Q8_0_R16)   # repacked to Q8_0 R16
 _STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride}
 ALIGN = 64
 HUGE_PAGE = 2 << 20

@@ -23,17 +23,10 @@ from onewell.errors import ContextOverflowError, UnsupportedError
 from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType, row_nbytes
 from onewell.models.base import ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
-from onewell.quant.repack import Q4_1_R16, Q8_0_R16
+from onewell.runtime.native_types import repack_layouts, weight_types
 
-# Weight types the native matmul kernels and the embedding row dequantizer both handle
-# (the same set as onewell.runtime.native_kernels.WEIGHT_TYPES).
-NATIVE_WEIGHT_TYPES = frozenset({GGMLType.F32, GGMLType.F16, GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q5_0,
-                                 GGMLType.Q5_1, GGMLType.Q8_0, GGMLType.Q4_K, GGMLType.Q5_K, GGMLType.Q6_K})
 LAYER_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
 LAYER_VECTORS = ("attn_norm", "ffn_norm", "bq", "bk", "bv")
-# converted when the plan repacks: ggml type -> the repacked layout's type id
-REPACK_LAYOUTS = {GGMLType.Q8_0: Q8_0_R16, GGMLType.Q5_0: Q8_0_R16, GGMLType.Q4_1: Q4_1_R16}
-REPACK_TYPES = frozenset(REPACK_LAYOUTS)
 ROPE_STYLES = {"normal": 0, "neox": 1}
 MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
 
@@ -51,7 +44,7 @@ class MatrixPlan:
     @property
     def native_type(self) -> int:
         """The type id the kernels see: the ggml type, or its R16 layout (Q8_0_R16, Q4_1_R16) for a repacked copy."""
-        return REPACK_LAYOUTS[self.ggml_type] if self.repacked else int(self.ggml_type)
+        return repack_layouts()[self.ggml_type] if self.repacked else int(self.ggml_type)
 
     def native(self) -> tuple:
         return (self.raw, self.native_type, self.rows, self.cols, self.row_bytes)
@@ -127,7 +120,7 @@ def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
 
 
 def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan]) -> MatrixPlan:
-    if m.ggml_type not in REPACK_TYPES:
+    if m.ggml_type not in repack_layouts():
         return m
     key = _buffer_key(m.raw)
     if key not in copies:
@@ -164,9 +157,9 @@ def _matrix(w: Weight, shape: tuple[int, int]) -> MatrixPlan:
         wt = GGMLType(w.ggml_type)
     except ValueError:
         raise UnsupportedError(f"tensor {w.name!r} has unknown type id {w.ggml_type!r}") from None
-    if wt not in NATIVE_WEIGHT_TYPES:
+    if wt not in weight_types():   # the native type-traits table: matmul kernel + row dequantizer
         raise UnsupportedError(f"tensor {w.name!r} is {wt.name}, which has no native kernel (supported: "
-                               f"{', '.join(sorted(t.name for t in NATIVE_WEIGHT_TYPES))}); "
+                               f"{', '.join(sorted(t.name for t in weight_types()))}); "
                                f"use backend='reference' or requantize the model")
     rows, cols = shape
     layout = BLOCK_LAYOUTS[wt]

@@ -97,6 +97,9 @@ void act_quant_q8_K_generic(const float *x, void *xq, int64_t n) {
     }
 }
 
+/* F32 weights take the activations as they are */
+void act_quant_f32_generic(const float *x, void *xq, int64_t n) { memcpy(xq, x, (size_t)n * sizeof(float)); }
+
 void act_quant_f16_generic(const float *x, void *xq, int64_t n) {
     uint8_t *out = xq;
     for (int64_t i = 0; i < n; i++) {

@@ -12,16 +12,11 @@
 #include "matvec.h"
 #include "q8_0_r16.h"
 #include "quant_blocks.h"
-
-typedef void (*ow_vec_dot_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *s);
-typedef void (*ow_act_quant_fn)(const float *x, void *xq, int64_t n_cols);
+#include "type_traits.h"
 
 #define OW_DOT_ARGS int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *s
 
-/* A tile kernel does the same for n_vec activation vectors at once (x + v*x_stride), writing y[v*y_stride + r]:
- * it can reuse each piece of the weights it loads from memory for every vector while it is in L1. */
-typedef void (*ow_tile_fn)(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x,
-                           size_t x_stride, int n_vec, float *y, int64_t y_stride);
+/* A tile kernel (ow_tile_fn) does the same for n_vec activation vectors at once. */
 #define OW_TILE_ARGS \
     int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, size_t x_stride, int n_vec, float *y, \
         int64_t y_stride
@@ -37,11 +32,17 @@ OW_FOR_EACH_DOT(OW_DECLARE_GENERIC)
 OW_DECLARE_GENERIC(q8_0r16_q8_0r16)   /* onewell's repacked Q8_0 (q8_0_r16.h), outside the ggml list */
 OW_DECLARE_GENERIC(q4_1r16_q8_0r16)   /* onewell's repacked Q4_1 (q4_1_r16.h) */
 
+void act_quant_f32_generic(const float *x, void *xq, int64_t n);
 void act_quant_f16_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_0_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_1_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_K_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_0r16_generic(const float *x, void *xq, int64_t n);
+
+/* row dequantizers (dequant_row.c), one per type with a to_float */
+#define OW_FOR_EACH_DEQUANT_ROW(X) X(f32) X(f16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q4_K) X(q5_K) X(q6_K)
+#define OW_DECLARE_DEQUANT_ROW(t) void dequant_row_##t(const uint8_t *row, float *out, int64_t n_cols);
+OW_FOR_EACH_DEQUANT_ROW(OW_DECLARE_DEQUANT_ROW)
 
 #if OW_X86_KERNELS
 #define OW_DECLARE_AVX2(name) OW_DECLARE_DOT(name, avx2)

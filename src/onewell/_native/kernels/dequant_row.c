@@ -1,16 +1,15 @@
-/* Row dequantizers for the embedding gather: a step needs only the table rows of its tokens.
- * Arithmetic mirrors the onewell.quant codecs (and ggml's dequantize_row_*) in float32, product by product, so the
+/* Row dequantizers (dequant_row_<type>, the type table's to_float) for the embedding gather: a step needs only
+ * the table rows of its tokens. Arithmetic mirrors the onewell.quant codecs (and ggml's dequantize_row_*) in float32, product by product, so the
  * results are bit-identical to the numpy codecs (the build uses -std=c11: no implicit FMA contraction). */
 #include <string.h>
 
-#include "executor.h"
-#include "kernels/matvec.h"
-#include "kernels/quant_blocks.h"
+#include "vec_dot.h"
 
 /* element j of a 32-block from its 16 packed bytes: low nibbles are elements 0..15, high ones 16..31 */
 static inline int nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
 
-static void row_q4_0(const uint8_t *row, float *out, int64_t nb) {
+void dequant_row_q4_0(const uint8_t *row, float *out, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK;
     for (int64_t b = 0; b < nb; b++, out += OW_QK) {
         ow_block_q4_0 blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -19,7 +18,8 @@ static void row_q4_0(const uint8_t *row, float *out, int64_t nb) {
     }
 }
 
-static void row_q4_1(const uint8_t *row, float *out, int64_t nb) {
+void dequant_row_q4_1(const uint8_t *row, float *out, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK;
     for (int64_t b = 0; b < nb; b++, out += OW_QK) {
         ow_block_q4_1 blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -31,7 +31,8 @@ static void row_q4_1(const uint8_t *row, float *out, int64_t nb) {
     }
 }
 
-static void row_q5_0(const uint8_t *row, float *out, int64_t nb) {
+void dequant_row_q5_0(const uint8_t *row, float *out, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK;
     for (int64_t b = 0; b < nb; b++, out += OW_QK) {
         ow_block_q5_0 blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -44,7 +45,8 @@ static void row_q5_0(const uint8_t *row, float *out, int64_t nb) {
     }
 }
 
-static void row_q5_1(const uint8_t *row, float *out, int64_t nb) {
+void dequant_row_q5_1(const uint8_t *row, float *out, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK;
     for (int64_t b = 0; b < nb; b++, out += OW_QK) {
         ow_block_q5_1 blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -58,7 +60,8 @@ static void row_q5_1(const uint8_t *row, float *out, int64_t nb) {
     }
 }
 
-static void row_q8_0(const uint8_t *row, float *out, int64_t nb) {
+void dequant_row_q8_0(const uint8_t *row, float *out, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK;
     for (int64_t b = 0; b < nb; b++, out += OW_QK) {
         ow_block_q8_0 blk;
         memcpy(&blk, row + b * sizeof blk, sizeof blk);
@@ -92,7 +95,8 @@ static void row_k4(const uint8_t *row, float *out, int64_t nb, int five_bit) {
 
 /* Q6_K: half h (128 elements) uses ql[64h..], qh[32h..]; element l + 32k of a half (k = 0..3) takes its low
  * nibble from ql[l] (k=0), ql[l+32] (k=1), ql[l] >> 4 (k=2), ql[l+32] >> 4 (k=3) and bits 2k..2k+1 of qh[l]. */
-static void row_q6_K(const uint8_t *row, float *out, int64_t nb) {
+void dequant_row_q6_K(const uint8_t *row, float *out, int64_t n_cols) {
+    const int64_t nb = n_cols / OW_QK_K;
     for (int64_t b = 0; b < nb; b++, out += OW_QK_K) {
         const uint8_t *blk = row + b * sizeof(ow_block_q6_K);
         const float d = ow_fp16_to_fp32(ow_read_u16(blk + 208));
@@ -113,20 +117,18 @@ static void row_q6_K(const uint8_t *row, float *out, int64_t nb) {
     }
 }
 
+void dequant_row_q4_K(const uint8_t *row, float *out, int64_t n_cols) { row_k4(row, out, n_cols / OW_QK_K, 0); }
+void dequant_row_q5_K(const uint8_t *row, float *out, int64_t n_cols) { row_k4(row, out, n_cols / OW_QK_K, 1); }
+
+void dequant_row_f32(const uint8_t *row, float *out, int64_t n_cols) { memcpy(out, row, (size_t)n_cols * sizeof(float)); }
+
+void dequant_row_f16(const uint8_t *row, float *out, int64_t n_cols) {
+    for (int64_t i = 0; i < n_cols; i++) out[i] = ow_fp16_to_fp32(ow_read_u16(row + 2 * i));
+}
+
 int ow_dequantize_row(int type, const uint8_t *row, float *out, int64_t n_cols) {
-    switch (type) {
-    case OW_TYPE_F32: memcpy(out, row, (size_t)n_cols * sizeof(float)); return 0;
-    case OW_TYPE_F16:
-        for (int64_t i = 0; i < n_cols; i++) out[i] = ow_fp16_to_fp32(ow_read_u16(row + 2 * i));
-        return 0;
-    case OW_TYPE_Q4_0: row_q4_0(row, out, n_cols / OW_QK); return 0;
-    case OW_TYPE_Q4_1: row_q4_1(row, out, n_cols / OW_QK); return 0;
-    case OW_TYPE_Q5_0: row_q5_0(row, out, n_cols / OW_QK); return 0;
-    case OW_TYPE_Q5_1: row_q5_1(row, out, n_cols / OW_QK); return 0;
-    case OW_TYPE_Q8_0: row_q8_0(row, out, n_cols / OW_QK); return 0;
-    case OW_TYPE_Q4_K: row_k4(row, out, n_cols / OW_QK_K, 0); return 0;
-    case OW_TYPE_Q5_K: row_k4(row, out, n_cols / OW_QK_K, 1); return 0;
-    case OW_TYPE_Q6_K: row_q6_K(row, out, n_cols / OW_QK_K); return 0;
-    default: return -1;
-    }
+    const ow_type_traits_t *t = ow_type_traits(type);
+    if (!t || !t->to_float) return -1;
+    t->to_float(row, out, n_cols);
+    return 0;
 }

@@ -1,0 +1,116 @@
+/* The type-traits table (type_traits.h): one row per type, read by every dispatch instead of a switch.
+ *
+ * Adding a kernel for a path is one line in the type's row, e.g. `OW_AVX2(vec_dot_q2_K_q8_K_avx2),` in .vec_dot
+ * (plus its declaration in vec_dot.h). A path left empty runs the kernel of the path it falls back to. */
+#include "type_traits.h"
+
+#include "q4_1_r16.h"
+#include "vec_dot.h"
+
+/* slot initializers: [path] = {function, "function"}; SIMD slots exist only in builds that compile SIMD code */
+#define OW_SLOT(path, fn) [path] = {fn, #fn}
+#define OW_GENERIC(fn) OW_SLOT(OW_KPATH_GENERIC, fn)
+#if OW_X86_KERNELS
+#define OW_AVX2(fn) OW_SLOT(OW_KPATH_AVX2, fn)
+#define OW_AVX2_VNNI(fn) OW_SLOT(OW_KPATH_AVX2_VNNI, fn)
+#define OW_AVX512(fn) OW_SLOT(OW_KPATH_AVX512, fn)
+#else
+#define OW_AVX2(fn) [OW_KPATH_AVX2] = {0}
+#define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
+#define OW_AVX512(fn) [OW_KPATH_AVX512] = {0}
+#endif
+
+/* the common pattern of the x86 dot kernels: one source built for AVX2, AVX2 + AVX-VNNI and (as a 256-bit kernel
+ * with EVEX VNNI, suffix _avx512_256, or a 512-bit one, suffix _avx512) AVX-512 */
+#define OW_DOTS(name, avx512_suffix)                                                              \
+    OW_GENERIC(vec_dot_##name##_generic), OW_AVX2(vec_dot_##name##_avx2),                          \
+        OW_AVX2_VNNI(vec_dot_##name##_avx2_vnni), OW_AVX512(vec_dot_##name##_##avx512_suffix)
+
+/* activation types: the generic quantizer and the AVX2 one, which every SIMD path falls back to */
+#define OW_ACT_QUANT(name) .from_float = {OW_GENERIC(act_quant_##name##_generic), OW_AVX2(act_quant_##name##_avx2)}
+
+/* a ggml weight type the executor takes: pairs with `act`, has a row dequantizer, may be repacked (-1, NULL: not) */
+#define OW_WEIGHT(act, row, repack_type, repack_fn) \
+    .act_type = (act), .executor_weight = 1, .to_float = dequant_row_##row, .repack_to = (repack_type), .repack = (repack_fn)
+/* a type that is only ever an activation */
+#define OW_ACT_ONLY .act_type = -1, .repack_to = -1
+
+static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
+    [OW_TYPE_F32] = {.name = "f32", .block_size = 1, .block_bytes = 4, OW_WEIGHT(OW_TYPE_F32, f32, -1, NULL),
+                     .from_float = {OW_GENERIC(act_quant_f32_generic)}, .vec_dot = {OW_DOTS(f32_f32, avx512)}},
+    [OW_TYPE_F16] = {.name = "f16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F16, f16, -1, NULL),
+                     OW_ACT_QUANT(f16), .vec_dot = {OW_DOTS(f16_f16, avx512)}},
+    [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
+                      OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256)}},
+    [OW_TYPE_Q4_1] = {.name = "q4_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
+                      OW_WEIGHT(OW_TYPE_Q8_1, q4_1, OW_TYPE_Q4_1_R16, ow_repack_q4_1_r16),
+                      .vec_dot = {OW_DOTS(q4_1_q8_1, avx512_256)}},
+    [OW_TYPE_Q5_0] = {.name = "q5_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_0),
+                      OW_WEIGHT(OW_TYPE_Q8_0, q5_0, OW_TYPE_Q8_0_R16, ow_repack_q5_0_r16),
+                      .vec_dot = {OW_DOTS(q5_0_q8_0, avx512_256)}},
+    [OW_TYPE_Q5_1] = {.name = "q5_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_1),
+                      OW_WEIGHT(OW_TYPE_Q8_1, q5_1, -1, NULL), .vec_dot = {OW_DOTS(q5_1_q8_1, avx512_256)}},
+    [OW_TYPE_Q8_0] = {.name = "q8_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_0),
+                      OW_WEIGHT(OW_TYPE_Q8_0, q8_0, OW_TYPE_Q8_0_R16, ow_repack_q8_0_r16),
+                      OW_ACT_QUANT(q8_0), .vec_dot = {OW_DOTS(q8_0_q8_0, avx512)}},
+    [OW_TYPE_Q8_1] = {.name = "q8_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_1), OW_ACT_ONLY,
+                      OW_ACT_QUANT(q8_1)},
+    [OW_TYPE_Q4_K] = {.name = "q4_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q4_K),
+                      OW_WEIGHT(OW_TYPE_Q8_K, q4_K, -1, NULL), .vec_dot = {OW_DOTS(q4_K_q8_K, avx512)}},
+    [OW_TYPE_Q5_K] = {.name = "q5_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q5_K),
+                      OW_WEIGHT(OW_TYPE_Q8_K, q5_K, -1, NULL), .vec_dot = {OW_DOTS(q5_K_q8_K, avx512)}},
+    [OW_TYPE_Q6_K] = {.name = "q6_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q6_K),
+                      OW_WEIGHT(OW_TYPE_Q8_K, q6_K, -1, NULL), .vec_dot = {OW_DOTS(q6_K_q8_K, avx512)}},
+    [OW_TYPE_Q8_K] = {.name = "q8_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q8_K), OW_ACT_ONLY,
+                      OW_ACT_QUANT(q8_K)},
+};
+
+/* onewell's load-time layouts (never in a file); their rows may be padded, so block_bytes excludes padding */
+static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
+    [OW_TYPE_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
+        .name = "q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 2,   /* quants + fp16 scale */
+        .act_type = OW_ACT_Q8_0_R16, .repack_to = -1, .repacked = 1,
+        .vec_dot = {OW_GENERIC(vec_dot_q8_0r16_q8_0r16_generic), OW_AVX2(vec_dot_q8_0r16_q8_0r16_avx2),
+                    OW_AVX2_VNNI(vec_dot_q8_0r16_q8_0r16_avx2_vnni)},
+        .tile = {OW_AVX512(vec_dot_q8_0r16_q8_0r16_avx512)}},
+    [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
+        .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
+        OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},
+    /* the AVX-512 path (the only one the plan repacks Q4_1 for) has the tile kernel; the others run generic */
+    [OW_TYPE_Q4_1_R16 - OW_OWN_TYPE_BASE] = {
+        .name = "q4_1_r16", .block_size = OW_QK, .block_bytes = OW_QK / 2 + 2 + 2,   /* nibbles + fp16 d, m */
+        .act_type = OW_ACT_Q8_0_R16, .repack_to = -1, .repacked = 1,
+        .vec_dot = {OW_GENERIC(vec_dot_q4_1r16_q8_0r16_generic)},
+        .tile = {OW_AVX512(vec_dot_q4_1r16_q8_0r16_avx512)}},
+};
+
+const ow_type_traits_t *ow_type_traits(int t) {
+    const ow_type_traits_t *row = NULL;
+    if (t >= 0 && t < OW_GGML_TYPE_SLOTS) row = &ggml_rows[t];
+    else if (t >= OW_OWN_TYPE_BASE && t < OW_OWN_TYPE_BASE + OW_OWN_TYPE_SLOTS) row = &own_rows[t - OW_OWN_TYPE_BASE];
+    return row && row->name ? row : NULL;
+}
+
+int ow_kpath_fallback(ow_kpath p) {
+    switch (p) {
+    case OW_KPATH_AVX2: return OW_KPATH_GENERIC;
+    case OW_KPATH_AVX2_VNNI: return OW_KPATH_AVX2;
+    case OW_KPATH_AVX512: return OW_KPATH_AVX2;
+    default: return -1;
+    }
+}
+
+void ow_type_kernel(const ow_type_traits_t *t, ow_kpath p, ow_tile_slot *tile, ow_dot_slot *dot) {
+    *tile = (ow_tile_slot){0};
+    *dot = (ow_dot_slot){0};
+    for (int q = (int)p; t && q >= 0 && q < OW_KPATH_COUNT; q = ow_kpath_fallback((ow_kpath)q)) {
+        if (t->tile[q].fn) { *tile = t->tile[q]; return; }
+        if (t->vec_dot[q].fn) { *dot = t->vec_dot[q]; return; }
+    }
+}
+
+ow_act_quant_slot ow_type_act_quant(const ow_type_traits_t *t, ow_kpath p) {
+    for (int q = (int)p; t && q >= 0 && q < OW_KPATH_COUNT; q = ow_kpath_fallback((ow_kpath)q))
+        if (t->from_float[q].fn) return t->from_float[q];
+    return (ow_act_quant_slot){0};
+}
