@@ -86,14 +86,14 @@ def test_llama_spec_reads_hyperparameters_and_ties_embeddings():
         ("llama", 64, 32, 2, 4, 2, 8, 48)
     assert (c.rope_style, c.tie_embeddings, c.rope_theta, c.n_ctx_train) == ("normal", True, 10000.0, 128)
     assert spec.output is spec.token_embd
-    assert all(layer.bq is None for layer in spec.layers)
+    assert all(layer.get("bq") is None for layer in spec.layers)
 
 
 def test_qwen2_spec_has_biases_neox_rope_and_separate_output():
     spec = load_spec(tiny_reader("qwen2", tied=False))
     assert spec.config.rope_style == "neox" and not spec.config.tie_embeddings
     assert spec.output.name == "output.weight"
-    assert spec.layers[1].bk.shape == (16,)
+    assert spec.layers[1]["bk"].shape == (16,)
     # bytes per token counts every weight but the gathered embedding table
     assert spec.bytes_per_token() == sum(t.nbytes for n, t in tiny_reader("qwen2", tied=False).tensors.items()
                                          if n != "token_embd.weight")
@@ -293,7 +293,7 @@ def test_normal_rope_on_permuted_weights_equals_neox_rope():
 
     neox = dataclasses.replace(spec, config=dataclasses.replace(spec.config, rope_style="neox"))
     normal = dataclasses.replace(spec, layers=[
-        dataclasses.replace(l, wq=permuted(l.wq, 4), wk=permuted(l.wk, 2)) for l in spec.layers])
+        l.with_tensors(wq=permuted(l["wq"], 4), wk=permuted(l["wk"], 2)) for l in spec.layers])
     tokens = [5, 6, 7, 8, 9]
     a = ReferenceBackend(neox, n_ctx=16).forward(tokens, all_logits=True)
     b = ReferenceBackend(normal, n_ctx=16).forward(tokens, all_logits=True)

@@ -29,7 +29,7 @@ from conftest import read_jsonl
 from onewell._native import _core
 from onewell.errors import ContextOverflowError, UnsupportedError
 from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType
-from onewell.models.base import LayerWeights, ModelConfig, ModelSpec, Weight
+from onewell.models.base import LayerSpec, ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize, quantize
 from onewell.quant.act_formats import act_type_for, dequantize_act, quantize_act
 from onewell.runtime import reference as R
@@ -97,11 +97,11 @@ def tiny_spec(style: str, types: dict[str, GGMLType], seed: int = 0, n_layer: in
         if style == "qwen2":
             biases = {b: weight(rng, f"blk.{i}.{b}", GGMLType.F32, (shapes["w" + b[1]][0],), 0.5)
                       for b in ("bq", "bk", "bv")}
-        layers.append(LayerWeights(**mats, **norms, **biases))
+        layers.append(LayerSpec({**mats, **norms, **biases}, rope_theta=cfg.rope_theta))
     embd = weight(rng, "token_embd", types["token_embd"], (n_vocab, n_embd), 1.0)
     output = embd if cfg.tie_embeddings else weight(rng, "output", types["output"], (n_vocab, n_embd), 0.1)
     norm = Weight("output_norm", GGMLType.F32, (n_embd,), quantize(GGMLType.F32, np.ones(n_embd, np.float32)))
-    return ModelSpec(cfg, embd, layers, norm, output)
+    return ModelSpec(cfg, {"token_embd": embd, "output_norm": norm, "output": output}, layers)
 
 
 # Every weight type the kernels take appears in some tiny model; Q4_1/Q5_1 (activations in Q8_1) get their own.
@@ -139,31 +139,21 @@ def quantized_matmul(h: np.ndarray, w: Weight, dense_w: np.ndarray) -> np.ndarra
     return y
 
 
+class EmulatedExecutor(R.ReferenceBackend):
+    """The reference forward with every matmul computed as the kernels compute it (float64 sums)."""
+
+    def project(self, h: np.ndarray, layer: int | None, role: str) -> np.ndarray:
+        w = self.spec.output if layer is None else self.spec.layers[layer][role]
+        if not hasattr(self, "_dense64"):
+            self._dense64 = {}
+        if id(w) not in self._dense64:
+            self._dense64[id(w)] = R.dense(w).astype(np.float64)
+        return quantized_matmul(h, w, self._dense64[id(w)]).astype(np.float32)
+
+
 def emulated_logits(spec: ModelSpec, ids: list[int]) -> np.ndarray:
-    """Every token's logits from position 0, as the executor computes them, in numpy (float64 matmuls)."""
-    cfg = spec.config
-    n = len(ids)
-    dense = {}
-
-    def mm(h: np.ndarray, w: Weight) -> np.ndarray:
-        if id(w) not in dense:
-            dense[id(w)] = R.dense(w).astype(np.float64)
-        return quantized_matmul(h, w, dense[id(w)]).astype(np.float32)
-
-    x = R.gather_rows(spec.token_embd, np.array(ids))
-    cos, sin = R.rope_angles(np.arange(n), cfg.head_dim, cfg.rope_theta)
-    for lw in spec.layers:
-        h = R.rms_norm(x, R.dense(lw.attn_norm), cfg.rms_eps)
-        q, k, v = mm(h, lw.wq), mm(h, lw.wk), mm(h, lw.wv)
-        if lw.bq is not None:
-            q, k, v = q + R.dense(lw.bq), k + R.dense(lw.bk), v + R.dense(lw.bv)
-        q = R.apply_rope(q.reshape(n, cfg.n_head, cfg.head_dim), cos, sin, cfg.rope_style)
-        k = R.apply_rope(k.reshape(n, cfg.n_head_kv, cfg.head_dim), cos, sin, cfg.rope_style)
-        attn = R.causal_attention(q, k, v.reshape(n, cfg.n_head_kv, cfg.head_dim), 0)
-        x = x + mm(attn, lw.wo)
-        h = R.rms_norm(x, R.dense(lw.ffn_norm), cfg.rms_eps)
-        x = x + mm(R.silu(mm(h, lw.w_gate)) * mm(h, lw.w_up), lw.w_down)
-    return mm(R.rms_norm(x, R.dense(spec.output_norm), cfg.rms_eps), spec.output)
+    """Every token's logits from position 0, as the executor computes them, in numpy."""
+    return EmulatedExecutor(spec, n_ctx=len(ids)).forward(ids, all_logits=True)
 
 
 IDS = [5, 17, 299, 0, 42, 42, 7, 150, 3, 88, 201, 64, 9]
@@ -201,7 +191,7 @@ def test_logits_match_the_numpy_emulation_of_the_executor(tiny: ModelSpec):
     err = np.abs(native - emulated) / scale
     print(f"\n{tiny.config.arch}: |native - emulated| mean {err.mean():.2e} max {err.max():.2e} of max |logit| "
           f"{scale:.1f}")
-    uses_q8_1 = any(t in (GGMLType.Q4_1, GGMLType.Q5_1) for t in (tiny.layers[0].wq.ggml_type, tiny.layers[0].wk.ggml_type))
+    uses_q8_1 = any(t in (GGMLType.Q4_1, GGMLType.Q5_1) for t in (tiny.layers[0]["wq"].ggml_type, tiny.layers[0]["wk"].ggml_type))
     if uses_q8_1:
         assert err.mean() < 3e-3 and err.max() < 2e-2
     else:
@@ -322,20 +312,59 @@ def test_the_c_side_rechecks_step_arguments(tiny: ModelSpec):
 
 def test_plan_refuses_unsupported_or_inconsistent_weights(tiny: ModelSpec):
     layer = tiny.layers[1]
-    bf16 = Weight(layer.w_up.name, GGMLType.BF16, layer.w_up.shape,
-                  quantize(GGMLType.BF16, np.zeros(layer.w_up.shape, np.float32)))
-    spec = dataclasses.replace(tiny, layers=[tiny.layers[0], dataclasses.replace(layer, w_up=bf16)])
+    up = layer["w_up"]
+    bf16 = Weight(up.name, GGMLType.BF16, up.shape, quantize(GGMLType.BF16, np.zeros(up.shape, np.float32)))
+    spec = dataclasses.replace(tiny, layers=[tiny.layers[0], layer.with_tensors(w_up=bf16)])
     with pytest.raises(UnsupportedError, match=r"blk\.1\.w_up.*BF16"):
         NativeBackend(spec)
-    wrong = dataclasses.replace(layer.wk, shape=(layer.wk.shape[0] * 2, layer.wk.shape[1] // 2))
+    wk = layer["wk"]
+    wrong = dataclasses.replace(wk, shape=(wk.shape[0] * 2, wk.shape[1] // 2))
     with pytest.raises(ValueError, match=r"blk\.1\.wk.*shape"):
-        build_plan(dataclasses.replace(tiny, layers=[tiny.layers[0], dataclasses.replace(layer, wk=wrong)]))
-    short = dataclasses.replace(layer.wv, raw=layer.wv.raw[:-1])
+        build_plan(dataclasses.replace(tiny, layers=[tiny.layers[0], layer.with_tensors(wk=wrong)]))
+    short = dataclasses.replace(layer["wv"], raw=layer["wv"].raw[:-1])
     with pytest.raises(ValueError, match=r"blk\.1\.wv.*bytes"):
-        build_plan(dataclasses.replace(tiny, layers=[tiny.layers[0], dataclasses.replace(layer, wv=short)]))
-    bias = tiny_spec("qwen2", QWEN_TYPES, n_layer=1).layers[0].bq
+        build_plan(dataclasses.replace(tiny, layers=[tiny.layers[0], layer.with_tensors(wv=short)]))
+    bias = tiny_spec("qwen2", QWEN_TYPES, n_layer=1).layers[0]["bq"]
     with pytest.raises(UnsupportedError, match="biases"):
-        build_plan(dataclasses.replace(tiny, layers=[dataclasses.replace(layer, bq=bias, bk=None), layer]))
+        build_plan(dataclasses.replace(tiny, layers=[layer.with_tensors(bq=bias, bk=None), layer]))
+
+
+def test_the_binding_joins_tensors_by_name_and_refuses_what_it_does_not_know(tiny: ModelSpec):
+    """executor_create takes named dicts; each name is looked up in one C table: an unknown or missing name,
+    a tensor of the wrong size or an absurd integer is a ValueError naming it, never a crash."""
+    config, tensors, layers = build_plan(tiny).native_args()
+
+    def create(config=config, tensors=tensors, layers=layers):
+        return _core.executor_create(config, tensors, layers, 1, 8, 4)
+
+    assert create() is not None
+    layer = layers[1]
+    without = {k: v for k, v in layer.items() if k != "w_up"}
+    for kwargs, message in [
+        (dict(layers=[layers[0], {**layer, "w_upp": layer["w_up"]}]), "layer 1: unknown name 'w_upp'"),
+        (dict(layers=[layers[0], without]), "layer 1: 'w_up' is missing"),
+        (dict(tensors={**tensors, "output_norm": None}), "tensors: 'output_norm' is missing"),
+        (dict(tensors={**tensors, "lm_head": tensors["output"]}), "unknown name 'lm_head'"),
+        (dict(config={**config, "n_experts": 8}), "config: unknown name 'n_experts'"),
+        (dict(config={k: v for k, v in config.items() if k != "n_ff"}), "config: 'n_ff' is missing"),
+        (dict(layers=[layers[0], {**layer, "wq": layer["wk"]}]), "layer 1: 'wq' is .* x .*, the config implies"),
+        (dict(layers=[layers[0], {**layer, "attn_norm": layer["attn_norm"][:-1]}]), "'attn_norm' is a buffer"),
+        (dict(layers=[layers[0], {**layer, "bq": None}] if "bq" in layer else [layers[0], {**layer, "bq": np.zeros(
+            tiny.config.n_head * tiny.config.head_dim, np.float32)}]), "all present or all absent"),
+        (dict(layers=[layers[0], {**layer, "wv": (layer["wv"][0][:-1],) + layer["wv"][1:]}]), "too small"),
+        (dict(layers=[layers[0], {**layer, "wv": "matrix"}]), "'wv' must be a tuple"),
+        (dict(layers=layers[:1]), "1 layer dicts for n_layer = 2"),
+        (dict(layers=[layers[0], {**layer, "rope_theta": float("nan")}]), "'rope_theta'"),
+        (dict(config={**config, "n_vocab": 2**63 - 1}), "'n_vocab'"),
+        (dict(config={**config, "n_head": 2**40}), "'n_head'"),
+        (dict(config={**config, "head_dim": 2**16, "n_head": 2**16}), "too large"),
+        (dict(config={**config, "rope_style": 7}), "'rope_style'"),
+        (dict(config={**config, "n_layer": 1.5}), "'n_layer' must be an int"),
+        (dict(config=[1, 2, 3]), "config must be a dict"),
+        (dict(layers=[layers[0], None]), "layer 1 must be a dict"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            create(**kwargs)
 
 
 def test_profile_accounts_for_the_step_time(tiny: ModelSpec):

@@ -317,7 +317,7 @@ def test_real_tensors_repack_identically_in_c_and_numpy(real_spec):
     name, spec = real_spec
     layer = spec.layers[3]
     checked = 0
-    for w in (layer.wq, layer.wk, layer.wv, layer.w_gate, layer.w_down, spec.output):
+    for w in (layer["wq"], layer["wk"], layer["wv"], layer["w_gate"], layer["w_down"], spec.output):
         if w.ggml_type not in (T.Q8_0, T.Q5_0):
             continue
         rows, cols = w.shape

@@ -226,7 +226,7 @@ def smol_spec(smollm_path):
 def test_smollm_tensors_repack_identically_in_c_and_numpy(smol_spec):
     layer = smol_spec.layers[5]
     checked = 0
-    for w in (layer.wq, layer.wk, layer.w_gate, layer.w_down, smol_spec.output):
+    for w in (layer["wq"], layer["wk"], layer["w_gate"], layer["w_down"], smol_spec.output):
         if w.ggml_type != T.Q4_1:
             continue
         rows, cols = w.shape

@@ -4,6 +4,8 @@
  * weights (views of the GGUF mapping) stay alive as long as the executor. Steps run with the GIL released. */
 #include "bindings.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "executor.h"
@@ -12,8 +14,6 @@
 #include "ops.h"
 
 #define CAPSULE_NAME "onewell.executor"
-#define MATS_PER_LAYER 7   /* wq wk wv wo w_gate w_up w_down */
-#define VECS_PER_LAYER 5   /* attn_norm ffn_norm bq bk bv */
 
 typedef struct {
     ow_executor *ex;
@@ -36,83 +36,247 @@ static holder *get_holder(PyObject *capsule) {
     return h;
 }
 
-/* (buffer, type, rows, cols, row_bytes) -> m, keeping the buffer in h */
-static int parse_matrix(PyObject *item, holder *h, ow_matrix *m) {
+/* --- the named description: one table per dict, joined to the C structs by name ------------------------ */
+
+typedef enum { F_MATRIX, F_VECTOR, F_F32, F_I64, F_INT } field_kind;
+/* Sizes a tensor's rows / columns / length must have, from the config (D_NONE: not a tensor). */
+typedef enum { D_NONE, D_VOCAB, D_EMBD, D_Q, D_KV, D_FF, D_COUNT } dim_rule;
+static const char *const dim_names[D_COUNT] = {"-", "n_vocab", "n_embd", "n_head*head_dim", "n_head_kv*head_dim",
+                                               "n_ff"};
+
+typedef struct {
+    const char *name;
+    size_t offset;      /* in ow_model_desc or ow_layer_desc */
+    field_kind kind;
+    dim_rule rows, cols; /* a matrix: rows x cols; a vector: rows elements */
+    int required;
+    double lo, hi;      /* a scalar's allowed range (inclusive) */
+} field;
+
+#define M(f) offsetof(ow_model_desc, f)
+#define L(f) offsetof(ow_layer_desc, f)
+#define BIG 2147483647.0
+static const field config_fields[] = {
+    {"n_vocab", M(n_vocab), F_I64, D_NONE, D_NONE, 1, 1, BIG},
+    {"n_embd", M(n_embd), F_I64, D_NONE, D_NONE, 1, 1, 1 << 20},
+    {"n_layer", M(n_layer), F_I64, D_NONE, D_NONE, 1, 1, 100000},
+    {"n_head", M(n_head), F_I64, D_NONE, D_NONE, 1, 1, 1 << 16},
+    {"n_head_kv", M(n_head_kv), F_I64, D_NONE, D_NONE, 1, 1, 1 << 16},
+    {"head_dim", M(head_dim), F_I64, D_NONE, D_NONE, 1, 2, 1 << 16},
+    {"n_ff", M(n_ff), F_I64, D_NONE, D_NONE, 1, 1, 1 << 24},
+    {"rms_eps", M(rms_eps), F_F32, D_NONE, D_NONE, 1, 1e-30, 1},
+    {"rope_style", M(rope_style), F_INT, D_NONE, D_NONE, 1, 0, 1},
+};
+static const field model_fields[] = {
+    {"token_embd", M(token_embd), F_MATRIX, D_VOCAB, D_EMBD, 1, 0, 0},
+    {"output", M(output), F_MATRIX, D_VOCAB, D_EMBD, 1, 0, 0},
+    {"output_norm", M(output_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+};
+static const field layer_fields[] = {
+    {"attn_norm", L(attn_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+    {"wq", L(wq), F_MATRIX, D_Q, D_EMBD, 1, 0, 0},
+    {"wk", L(wk), F_MATRIX, D_KV, D_EMBD, 1, 0, 0},
+    {"wv", L(wv), F_MATRIX, D_KV, D_EMBD, 1, 0, 0},
+    {"wo", L(wo), F_MATRIX, D_EMBD, D_Q, 1, 0, 0},
+    {"ffn_norm", L(ffn_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+    {"w_gate", L(w_gate), F_MATRIX, D_FF, D_EMBD, 1, 0, 0},
+    {"w_up", L(w_up), F_MATRIX, D_FF, D_EMBD, 1, 0, 0},
+    {"w_down", L(w_down), F_MATRIX, D_EMBD, D_FF, 1, 0, 0},
+    {"bq", L(bq), F_VECTOR, D_Q, D_NONE, 0, 0, 0},
+    {"bk", L(bk), F_VECTOR, D_KV, D_NONE, 0, 0, 0},
+    {"bv", L(bv), F_VECTOR, D_KV, D_NONE, 0, 0, 0},
+    {"rope_theta", L(rope_theta), F_F32, D_NONE, D_NONE, 1, 1e-30, 1e30},
+};
+#undef M
+#undef L
+#define N_FIELDS(t) (sizeof t / sizeof *t)
+
+static int count_buffers(const field *fields, size_t n) {
+    int c = 0;
+    for (size_t i = 0; i < n; i++) c += fields[i].kind == F_MATRIX || fields[i].kind == F_VECTOR;
+    return c;
+}
+
+/* A scalar of the table into its struct member; the value must lie in [lo, hi]. */
+static int parse_scalar(PyObject *obj, const field *f, char *base, const char *where) {
+    if (f->kind == F_F32) {
+        const double v = PyFloat_AsDouble(obj);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        if (!(v >= f->lo && v <= f->hi)) {
+            PyErr_Format(PyExc_ValueError, "%s: '%s' = %R is outside [%g, %g]", where, f->name, obj, f->lo, f->hi);
+            return -1;
+        }
+        *(float *)(base + f->offset) = (float)v;
+        return 0;
+    }
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_ValueError, "%s: '%s' must be an int, got %R", where, f->name, obj);
+        return -1;
+    }
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || (double)v < f->lo || (double)v > f->hi) {
+        PyErr_Format(PyExc_ValueError, "%s: '%s' = %R is outside [%.0f, %.0f]", where, f->name, obj, f->lo, f->hi);
+        return -1;
+    }
+    if (f->kind == F_I64) *(int64_t *)(base + f->offset) = v;
+    else *(int *)(base + f->offset) = (int)v;
+    return 0;
+}
+
+/* (buffer, type, rows, cols, row_bytes) with rows x cols as the table says -> ow_matrix, the buffer kept in h */
+static int parse_matrix(PyObject *item, const field *f, const int64_t *dims, holder *h, ow_matrix *m,
+                        const char *where) {
     PyObject *obj;
     int type;
     long long rows, cols, row_bytes;
-    if (!PyArg_ParseTuple(item, "OiLLL", &obj, &type, &rows, &cols, &row_bytes)) return -1;
+    if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "OiLLL", &obj, &type, &rows, &cols, &row_bytes)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s: '%s' must be a tuple (buffer, type, rows, cols, row_bytes)", where, f->name);
+        return -1;
+    }
+    if (rows != dims[f->rows] || cols != dims[f->cols]) {
+        PyErr_Format(PyExc_ValueError, "%s: '%s' is %lld x %lld, the config implies %s x %s = %lld x %lld", where,
+                     f->name, rows, cols, dim_names[f->rows], dim_names[f->cols], (long long)dims[f->rows],
+                     (long long)dims[f->cols]);
+        return -1;
+    }
     Py_buffer *b = &h->buffers[h->n_buffers];
     if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) return -1;
     h->n_buffers++;
-    if (rows < 1 || cols < 1 || row_bytes < 1 || (unsigned long long)b->len < (unsigned long long)rows * (unsigned long long)row_bytes) {
-        PyErr_Format(PyExc_ValueError, "weight buffer of %zd bytes is too small for %lld rows of %lld bytes", b->len, rows, row_bytes);
+    int64_t need;
+    if (row_bytes < 1 || ow_checked_mul_i64(rows, row_bytes, &need) < 0 || (int64_t)b->len < need) {
+        PyErr_Format(PyExc_ValueError, "%s: '%s': buffer of %zd bytes is too small for %lld rows of %lld bytes", where,
+                     f->name, b->len, rows, row_bytes);
         return -1;
     }
     *m = (ow_matrix){(const uint8_t *)b->buf, type, rows, cols, (size_t)row_bytes};
     return 0;
 }
 
-/* float32 buffer of exactly n elements (or None when allowed) -> pointer, keeping the buffer in h */
-static int parse_vector(PyObject *obj, Py_ssize_t n, int optional, holder *h, const float **out) {
-    if (obj == Py_None && optional) { *out = NULL; return 0; }
+/* an aligned float32 buffer of exactly the table's length -> pointer, the buffer kept in h */
+static int parse_vector(PyObject *obj, const field *f, const int64_t *dims, holder *h, const float **out,
+                        const char *where) {
     Py_buffer *b = &h->buffers[h->n_buffers];
     if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) return -1;
     h->n_buffers++;
-    if (b->len != n * (Py_ssize_t)sizeof(float) || (uintptr_t)b->buf % sizeof(float)) {
-        PyErr_Format(PyExc_ValueError, "vector buffer of %zd bytes: need %zd aligned float32 values", b->len, n);
+    const int64_t n = dims[f->rows];
+    if ((int64_t)b->len != n * (int64_t)sizeof(float) || (uintptr_t)b->buf % sizeof(float)) {
+        PyErr_Format(PyExc_ValueError, "%s: '%s' is a buffer of %zd bytes, need %lld aligned float32 values (%s)",
+                     where, f->name, b->len, (long long)n, dim_names[f->rows]);
         return -1;
     }
     *out = b->buf;
     return 0;
 }
 
-/* executor_create(config, matrices, vectors, n_threads, n_ctx, max_batch[, n_seq = 1]) -> capsule
- *   config   = (n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, rope_theta, rms_eps, rope_style)
- *   matrices = [token_embd, output] + per layer [wq, wk, wv, wo, w_gate, w_up, w_down], each
- *              (buffer, type, rows, cols, row_bytes)
- *   vectors  = [output_norm] + per layer [attn_norm, ffn_norm, bq, bk, bv] (float32 buffers; biases may be None) */
+/* Fill the struct at base from dict by the table: every key must name a field, every required field be given
+ * (None = absent). dims (NULL for the config) gives the sizes tensors must have. */
+static int parse_named(PyObject *dict, const field *fields, size_t n_fields, char *base, const int64_t *dims,
+                       holder *h, const char *where) {
+    if (!PyDict_Check(dict)) {
+        PyErr_Format(PyExc_ValueError, "%s must be a dict of named entries", where);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t i = 0;
+        while (name && i < n_fields && strcmp(fields[i].name, name)) i++;
+        if (!name || i == n_fields) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s: unknown name %R", where, key);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < n_fields; i++) {
+        const field *f = &fields[i];
+        PyObject *obj = PyDict_GetItemString(dict, f->name);  /* borrowed */
+        if (!obj || obj == Py_None) {
+            if (f->required) {
+                PyErr_Format(PyExc_ValueError, "%s: '%s' is missing", where, f->name);
+                return -1;
+            }
+            continue;
+        }
+        int rc;
+        switch (f->kind) {
+        case F_MATRIX: rc = parse_matrix(obj, f, dims, h, (ow_matrix *)(base + f->offset), where); break;
+        case F_VECTOR: rc = parse_vector(obj, f, dims, h, (const float **)(base + f->offset), where); break;
+        default: rc = parse_scalar(obj, f, base, where);
+        }
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* The sizes of the dim rules, from a parsed config, with overflow checks. */
+static int config_dims(const ow_model_desc *d, int64_t *dims) {
+    dims[D_NONE] = 1;
+    dims[D_VOCAB] = d->n_vocab;
+    dims[D_EMBD] = d->n_embd;
+    dims[D_FF] = d->n_ff;
+    if (ow_checked_mul_i64(d->n_head, d->head_dim, &dims[D_Q]) < 0 ||
+        ow_checked_mul_i64(d->n_head_kv, d->head_dim, &dims[D_KV]) < 0 || dims[D_Q] > (1 << 24)) {
+        PyErr_SetString(PyExc_ValueError, "executor_create: n_head * head_dim is too large");
+        return -1;
+    }
+    if (d->n_head % d->n_head_kv || d->head_dim % 2) {
+        PyErr_Format(PyExc_ValueError, "executor_create: n_head %lld must be a multiple of n_head_kv %lld and "
+                     "head_dim %lld even", (long long)d->n_head, (long long)d->n_head_kv, (long long)d->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
+/* executor_create(config, tensors, layers, n_threads, n_ctx, max_batch[, n_seq = 1]) -> capsule
+ *   config  = {name: number} (config_fields)
+ *   tensors = {name: matrix or vector} (model_fields): a matrix is (buffer, type, rows, cols, row_bytes), a
+ *             vector a float32 buffer
+ *   layers  = [{name: matrix, vector or number} (layer_fields)] * n_layer; an optional tensor may be absent or None */
 static PyObject *py_executor_create(PyObject *self, PyObject *args) {
     (void)self;
     ow_model_desc d = {0};
-    PyObject *mats, *vecs;
+    PyObject *config, *tensors, *layer_list;
     int n_threads, n_ctx, max_batch, n_seq = 1;
-    if (!PyArg_ParseTuple(args, "(LLLLLLLffi)O!O!iii|i", &d.n_vocab, &d.n_embd, &d.n_layer, &d.n_head, &d.n_head_kv,
-                          &d.head_dim, &d.n_ff, &d.rope_theta, &d.rms_eps, &d.rope_style, &PyList_Type, &mats,
-                          &PyList_Type, &vecs, &n_threads, &n_ctx, &max_batch, &n_seq))
+    if (!PyArg_ParseTuple(args, "OOO!iii|i", &config, &tensors, &PyList_Type, &layer_list, &n_threads, &n_ctx,
+                          &max_batch, &n_seq))
         return NULL;
-    if (n_seq < 1) {
-        PyErr_SetString(PyExc_ValueError, "executor_create: n_seq must be at least 1");
-        return NULL;
-    }
-    if (d.n_layer < 1 || d.n_layer > 100000 || d.head_dim < 1 || d.n_head < 1 || d.n_head_kv < 1) {
-        PyErr_SetString(PyExc_ValueError, "executor_create: bad model dimensions");
+    if (n_seq < 1 || n_ctx < 1 || max_batch < 1 || n_threads < 1 || n_threads > 1024) {
+        PyErr_SetString(PyExc_ValueError, "executor_create: n_seq, n_ctx, max_batch must be >= 1, n_threads in [1, 1024]");
         return NULL;
     }
-    if (PyList_GET_SIZE(mats) != 2 + MATS_PER_LAYER * d.n_layer || PyList_GET_SIZE(vecs) != 1 + VECS_PER_LAYER * d.n_layer) {
-        PyErr_SetString(PyExc_ValueError, "executor_create: matrix/vector lists do not match n_layer");
+    int64_t dims[D_COUNT];
+    if (parse_named(config, config_fields, N_FIELDS(config_fields), (char *)&d, NULL, NULL, "executor_create: config") < 0 ||
+        config_dims(&d, dims) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(layer_list) != d.n_layer) {
+        PyErr_Format(PyExc_ValueError, "executor_create: %zd layer dicts for n_layer = %lld", PyList_GET_SIZE(layer_list),
+                     (long long)d.n_layer);
         return NULL;
     }
-    const Py_ssize_t n_buffers = PyList_GET_SIZE(mats) + PyList_GET_SIZE(vecs);
+    const int64_t n_buffers = count_buffers(model_fields, N_FIELDS(model_fields)) +
+                              d.n_layer * count_buffers(layer_fields, N_FIELDS(layer_fields));
     holder *h = PyMem_Calloc(1, sizeof(holder) + (size_t)n_buffers * sizeof(Py_buffer));
     ow_layer_desc *layers = PyMem_Calloc((size_t)d.n_layer, sizeof *layers);
     PyObject *capsule = NULL;
     if (!h || !layers) { PyErr_NoMemory(); goto done; }
 
-    if (parse_matrix(PyList_GET_ITEM(mats, 0), h, &d.token_embd) < 0 || parse_matrix(PyList_GET_ITEM(mats, 1), h, &d.output) < 0 ||
-        parse_vector(PyList_GET_ITEM(vecs, 0), (Py_ssize_t)d.n_embd, 0, h, &d.output_norm) < 0)
+    if (parse_named(tensors, model_fields, N_FIELDS(model_fields), (char *)&d, dims, h, "executor_create: tensors") < 0)
         goto done;
-    const Py_ssize_t nq = (Py_ssize_t)(d.n_head * d.head_dim), nkv = (Py_ssize_t)(d.n_head_kv * d.head_dim);
     for (Py_ssize_t l = 0; l < d.n_layer; l++) {
-        ow_layer_desc *L = &layers[l];
-        ow_matrix *m[MATS_PER_LAYER] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < MATS_PER_LAYER; i++)
-            if (parse_matrix(PyList_GET_ITEM(mats, 2 + MATS_PER_LAYER * l + i), h, m[i]) < 0) goto done;
-        PyObject *const *v = &PyList_GET_ITEM(vecs, 1 + VECS_PER_LAYER * l);
-        if (parse_vector(v[0], (Py_ssize_t)d.n_embd, 0, h, &L->attn_norm) < 0 || parse_vector(v[1], (Py_ssize_t)d.n_embd, 0, h, &L->ffn_norm) < 0 ||
-            parse_vector(v[2], nq, 1, h, &L->bq) < 0 || parse_vector(v[3], nkv, 1, h, &L->bk) < 0 ||
-            parse_vector(v[4], nkv, 1, h, &L->bv) < 0)
+        char where[64];
+        snprintf(where, sizeof where, "executor_create: layer %zd", l);
+        if (parse_named(PyList_GET_ITEM(layer_list, l), layer_fields, N_FIELDS(layer_fields), (char *)&layers[l], dims,
+                        h, where) < 0)
             goto done;
+        const ow_layer_desc *L = &layers[l];
+        if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) {
+            PyErr_Format(PyExc_ValueError, "%s: biases 'bq', 'bk', 'bv' must be all present or all absent", where);
+            goto done;
+        }
     }
     d.layers = layers;
     h->ex = ow_executor_create_multi(&d, n_threads, n_ctx, max_batch, n_seq);
@@ -361,7 +525,7 @@ done:
 
 PyMethodDef ow_executor_methods[] = {
     {"executor_create", py_executor_create, METH_VARARGS,
-     "executor_create(config, matrices, vectors, n_threads, n_ctx, max_batch[, n_seq]) -> executor capsule"},
+     "executor_create(config, tensors, layers, n_threads, n_ctx, max_batch[, n_seq]) -> executor capsule"},
     {"executor_forward_batch", py_executor_forward_batch, METH_VARARGS,
      "executor_forward_batch(executor, tokens_int32, seq_ids_int32, positions_int32, logits_or_None, mode) -> 0"},
     {"executor_forward", py_executor_forward, METH_VARARGS,

@@ -28,7 +28,7 @@ static int matrix_ok(const ow_matrix *m, int64_t rows, int64_t cols) {
 static int desc_ok(const ow_model_desc *d) {
     if (!d || !d->layers || !d->output_norm) return 0;
     if (d->n_vocab < 1 || d->n_embd < 1 || d->n_layer < 1 || d->n_head < 1 || d->n_head_kv < 1 || d->head_dim < 2 ||
-        d->n_ff < 1 || d->n_head % d->n_head_kv || d->head_dim % 2 || !(d->rms_eps > 0) || !(d->rope_theta > 0) ||
+        d->n_ff < 1 || d->n_head % d->n_head_kv || d->head_dim % 2 || !(d->rms_eps > 0) ||
         (d->rope_style != OW_ROPE_NORMAL && d->rope_style != OW_ROPE_NEOX))
         return 0;
     if (!matrix_ok(&d->output, d->n_vocab, d->n_embd)) return 0;
@@ -43,7 +43,7 @@ static int desc_ok(const ow_model_desc *d) {
     const int64_t nq = d->n_head * d->head_dim, nkv = d->n_head_kv * d->head_dim;
     for (int64_t l = 0; l < d->n_layer; l++) {
         const ow_layer_desc *L = &d->layers[l];
-        if (!L->attn_norm || !L->ffn_norm) return 0;
+        if (!L->attn_norm || !L->ffn_norm || !(L->rope_theta > 0)) return 0;
         if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) return 0;
         if (!matrix_ok(&L->wq, nq, d->n_embd) || !matrix_ok(&L->wk, nkv, d->n_embd) ||
             !matrix_ok(&L->wv, nkv, d->n_embd) || !matrix_ok(&L->wo, d->n_embd, nq) ||
@@ -100,9 +100,11 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
     ex->layers = malloc(n_layers * sizeof *ex->layers);
     ex->tprof = aligned_alloc(OW_ALIGN, aligned(sizeof(ow_thread_prof) * (size_t)n_threads));
     /* KV cache: large and touched only as positions fill (the allocator maps fresh zero pages lazily) */
-    const size_t per_seq = n_layers * (size_t)n_ctx * (size_t)ex->n_kv * sizeof(float);
-    if (per_seq > SIZE_MAX / 4 / (size_t)n_seq) goto fail;
-    const size_t kv_bytes = aligned((size_t)n_seq * per_seq);
+    size_t per_seq, kv_raw;
+    if (__builtin_mul_overflow(n_layers * (size_t)n_ctx, (size_t)ex->n_kv * sizeof(float), &per_seq) ||
+        __builtin_mul_overflow(per_seq, (size_t)n_seq, &kv_raw) || kv_raw > SIZE_MAX / 4)
+        goto fail;
+    const size_t kv_bytes = aligned(kv_raw);
     ex->k_cache = aligned_alloc(OW_ALIGN, kv_bytes);
     ex->v_cache = aligned_alloc(OW_ALIGN, kv_bytes);
     if (!ex->layers || !ex->tprof || !ex->k_cache || !ex->v_cache) goto fail;
@@ -230,10 +232,20 @@ static void embed(ow_executor *ex, const int32_t *tokens, int n) {
                           ex->d.n_embd);
 }
 
+/* cos/sin of the step's positions for this layer's RoPE base: computed again only when the base changes
+ * (once per step for most models; at each switch between local and global layers otherwise). */
+static void rope_table_for(ow_executor *ex, const ow_layer_desc *L, int l, int n) {
+    if (l > 0 && L->rope_theta == ex->layers[l - 1].rope_theta) return;
+    const int64_t t0 = ex->profile ? ow_now_ns() : 0;
+    ow_rope_table_f32(ex->rope_cs, ex->pos, n, ex->d.head_dim, L->rope_theta);
+    charge(ex, OW_PROF_ROPE_KV, t0);
+}
+
 static void layer_step(ow_executor *ex, int l, int n) {
     const ow_layer_desc *L = &ex->layers[l];
     const int64_t ne = ex->d.n_embd;
     ow_act_view v[3];
+    rope_table_for(ex, L, l, n);
 
     const ow_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
     ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->attn_norm, qkv, 3, v);
@@ -284,9 +296,6 @@ static int64_t run_step(ow_executor *ex, const int32_t *tokens, int n, float *lo
     int64_t t0 = ex->profile ? ow_now_ns() : 0;
     embed(ex, tokens, n);
     charge(ex, OW_PROF_EMBED, t0);
-    t0 = ex->profile ? ow_now_ns() : 0;
-    ow_rope_table_f32(ex->rope_cs, ex->pos, n, ex->d.head_dim, ex->d.rope_theta);  /* shared by every layer */
-    charge(ex, OW_PROF_ROPE_KV, t0);
 
     for (int l = 0; l < (int)ex->d.n_layer; l++) layer_step(ex, l, n);
 

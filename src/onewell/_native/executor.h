@@ -25,15 +25,17 @@ typedef struct {
     size_t row_bytes;
 } ow_matrix;
 
+/* One layer. The Python binding fills it by name from the table in bind_executor.c (layer_fields). */
 typedef struct {
     const float *attn_norm, *ffn_norm;  /* [n_embd] */
     const float *bq, *bk, *bv;          /* [rows of wq/wk/wv], or all NULL (no q/k/v biases) */
     ow_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    float rope_theta;                   /* this layer's RoPE base */
 } ow_layer_desc;
 
 typedef struct {
     int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
-    float rope_theta, rms_eps;
+    float rms_eps;
     int rope_style;                 /* ow_rope_style: 0 normal (pairs 2i, 2i+1), 1 neox (pairs i, i + hd/2) */
     ow_matrix token_embd, output;   /* both [n_vocab][n_embd]; the same table when embeddings are tied */
     const float *output_norm;       /* [n_embd] */

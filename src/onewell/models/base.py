@@ -1,8 +1,10 @@
-"""What every architecture file produces: hyperparameters and weights by role, in one shape for all models.
+"""What every architecture file produces: hyperparameters, feature flags and weights by role, in one shape for
+all models (the named model description).
 
 An architecture module (qwen2.py, llama.py, ...) reads GGUF metadata and tensor names and returns a
 `ModelSpec`. Everything downstream (numpy reference forward, native plan builder, bench byte counts)
-consumes only this, never raw tensor names.
+consumes only this, never raw tensor names. A feature is on when its flag is set or its optional tensor is
+present; the defaults describe Llama / Qwen2.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from onewell.gguf.constants import GGMLType
 
 @dataclass(frozen=True)
 class Weight:
-    """One tensor as stored in the file: quantized bytes, zero-copy from the mmap."""
+    """One tensor as stored in the file: quantized bytes, zero-copy from the mmap (or a row slice of one)."""
 
     name: str
     ggml_type: GGMLType
@@ -26,6 +28,9 @@ class Weight:
     @property
     def nbytes(self) -> int:
         return int(self.raw.nbytes)
+
+
+ACTIVATIONS = ("silu", "gelu_tanh")   # gated FFN: SwiGLU, GeGLU (tanh-approximated GELU)
 
 
 @dataclass(frozen=True)
@@ -39,43 +44,99 @@ class ModelConfig:
     head_dim: int
     n_ff: int
     n_ctx_train: int
-    rope_theta: float
+    rope_theta: float                      # the default RoPE base; each LayerSpec carries its own
     rms_eps: float
-    rope_style: Literal["normal", "neox"]  # normal: rotate pairs (2i, 2i+1); neox: pairs (i, i + head_dim/2)
+    rope_style: Literal["normal", "neox"]  # normal: rotate pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2)
     tie_embeddings: bool                   # output projection is the token-embedding table
+    # feature flags; the defaults mean "as Llama / Qwen2"
+    activation: str = "silu"               # gated FFN activation: "silu" (SwiGLU) | "gelu_tanh" (GeGLU)
+    embd_scale: float = 1.0                # token embeddings are multiplied by this (Gemma: sqrt(n_embd))
+    attn_scale: float = 0.0                # 0 = 1/sqrt(head_dim); else the attention score scale
+    attn_softcap: float = 0.0              # 0 = off; else scores = c * tanh(scores / c) before the softmax
+    final_logit_softcap: float = 0.0       # 0 = off; else logits = c * tanh(logits / c)
+    n_rot: int = 0                         # 0 = head_dim; else RoPE rotates only the first n_rot dims of a head
+    causal: bool = True                    # False: bidirectional attention (encoders)
+
+    @property
+    def rope_dims(self) -> int:
+        """Dimensions of each head RoPE rotates."""
+        return self.n_rot or self.head_dim
+
+
+# Roles of a layer's tensors. Optional ones switch a feature on by being present.
+LAYER_REQUIRED = ("attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down")
+LAYER_OPTIONAL = (
+    "bq", "bk", "bv",                    # q/k/v biases, all or none (Qwen2)
+    "q_norm", "k_norm",                  # [head_dim] RMSNorm of each query / key head before RoPE (Qwen3, Gemma 3)
+    "attn_post_norm", "ffn_post_norm",   # [n_embd] RMSNorm of the attention / FFN output before its residual add
+)
+MODEL_REQUIRED = ("token_embd", "output_norm", "output")
+MODEL_OPTIONAL = ("rope_freqs",)         # [n_rot/2] RoPE frequency factors (Llama 3.x): frequency i is divided by it
+
+
+def _check_roles(what: str, tensors: dict, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+    unknown = sorted(set(tensors) - set(required) - set(optional))
+    missing = [r for r in required if tensors.get(r) is None]
+    if unknown:
+        raise ValueError(f"{what}: unknown tensor roles {unknown} (known: {', '.join(required + optional)})")
+    if missing:
+        raise ValueError(f"{what}: required tensor roles missing: {missing}")
 
 
 @dataclass(frozen=True)
-class LayerWeights:
-    attn_norm: Weight
-    wq: Weight
-    wk: Weight
-    wv: Weight
-    wo: Weight
-    ffn_norm: Weight
-    w_gate: Weight
-    w_up: Weight
-    w_down: Weight
-    bq: Weight | None = None  # qwen2 has q/k/v biases, llama has none
-    bk: Weight | None = None
-    bv: Weight | None = None
+class LayerSpec:
+    """One decoder layer: tensors by role (an absent optional role = that feature off) and its attention setup."""
+
+    tensors: dict[str, Weight]
+    rope_theta: float                      # this layer's RoPE base
+    sliding_window: int = 0                # 0 = full attention; else position p sees j with p - j < sliding_window
+
+    def __post_init__(self):
+        object.__setattr__(self, "tensors", {k: v for k, v in self.tensors.items() if v is not None})
+        _check_roles("layer", self.tensors, LAYER_REQUIRED, LAYER_OPTIONAL)
+
+    def __getitem__(self, role: str) -> Weight:
+        return self.tensors[role]
+
+    def get(self, role: str) -> Weight | None:
+        return self.tensors.get(role)
+
+    def with_tensors(self, **changes: Weight | None) -> LayerSpec:
+        """A copy with some roles replaced (None removes a role)."""
+        return LayerSpec({**self.tensors, **changes}, self.rope_theta, self.sliding_window)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     config: ModelConfig
-    token_embd: Weight
-    layers: list[LayerWeights]
-    output_norm: Weight
-    output: Weight  # is token_embd when config.tie_embeddings
+    tensors: dict[str, Weight]             # token_embd, output_norm, output (token_embd's Weight when tied), rope_freqs?
+    layers: list[LayerSpec]
     metadata: dict = field(repr=False, default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "tensors", {k: v for k, v in self.tensors.items() if v is not None})
+        _check_roles("model", self.tensors, MODEL_REQUIRED, MODEL_OPTIONAL)
+
+    @property
+    def token_embd(self) -> Weight:
+        return self.tensors["token_embd"]
+
+    @property
+    def output_norm(self) -> Weight:
+        return self.tensors["output_norm"]
+
+    @property
+    def output(self) -> Weight:
+        return self.tensors["output"]
+
+    @property
+    def rope_freqs(self) -> Weight | None:
+        return self.tensors.get("rope_freqs")
 
     def bytes_per_token(self) -> int:
         """Weight bytes read to generate one token: every weight but the embedding gather,
         which counts only when the table is also the output projection."""
-        total = self.output_norm.nbytes + self.output.nbytes
+        total = sum(w.nbytes for role, w in self.tensors.items() if role != "token_embd")
         for layer in self.layers:
-            for w in vars(layer).values():
-                if w is not None:
-                    total += w.nbytes
+            total += sum(w.nbytes for w in layer.tensors.values())
         return total

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from onewell.errors import GGUFError, UnsupportedError
-from onewell.models.base import LayerWeights, ModelConfig, ModelSpec, Weight
+from onewell.models.base import LAYER_REQUIRED, LayerSpec, ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
 
 
@@ -203,42 +203,53 @@ def vocab_size(reader: Any, arch: str, table_rows: int) -> int:
     return table_rows
 
 
-def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, qkv_bias: bool) -> ModelSpec:
-    """The pre-norm decoder both supported families share (RMSNorm, GQA, SwiGLU, output separate or tied):
+# GGUF tensor name (after "blk.{i}.") and shape of every layer role; shapes from the hyperparameters.
+LAYER_TENSOR_NAMES = {
+    "attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "attn_k.weight", "wv": "attn_v.weight",
+    "wo": "attn_output.weight", "ffn_norm": "ffn_norm.weight", "w_gate": "ffn_gate.weight",
+    "w_up": "ffn_up.weight", "w_down": "ffn_down.weight",
+    "bq": "attn_q.bias", "bk": "attn_k.bias", "bv": "attn_v.bias",
+    "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
+    "attn_post_norm": "post_attention_norm.weight", "ffn_post_norm": "post_ffw_norm.weight",
+}
+
+
+def layer_shapes(hp: Hyperparameters) -> dict[str, tuple[int, ...]]:
+    d, q_dim, kv_dim = hp.n_embd, hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
+    return {
+        "attn_norm": (d,), "wq": (q_dim, d), "wk": (kv_dim, d), "wv": (kv_dim, d), "wo": (d, q_dim),
+        "ffn_norm": (d,), "w_gate": (hp.n_ff, d), "w_up": (hp.n_ff, d), "w_down": (d, hp.n_ff),
+        "bq": (q_dim,), "bk": (kv_dim,), "bv": (kv_dim,), "q_norm": (hp.head_dim,), "k_norm": (hp.head_dim,),
+        "attn_post_norm": (d,), "ffn_post_norm": (d,),
+    }
+
+
+def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, layer_features: tuple[str, ...] = (),
+                       **flags: Any) -> ModelSpec:
+    """The pre-norm decoder every supported family shares (RMSNorm, GQA, gated FFN, output separate or tied):
     hyperparameters from `{arch}.*` metadata, every weight looked up by its GGUF name with its shape checked.
-    Architectures differ only in the arguments (and refuse anything else they do not implement)."""
+    layer_features: the optional layer roles (base.LAYER_OPTIONAL) this architecture has in every layer;
+    flags: ModelConfig feature flags (activation, embd_scale, ...). Tensors the file has beyond these are refused."""
     hp = read_hyperparameters(reader, arch)
     w = WeightTable(reader)
-    d, q_dim, kv_dim = hp.n_embd, hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
+    d = hp.n_embd
     n_vocab = vocab_size(reader, arch, w.rows("token_embd.weight", d))
     tied = not w.has("output.weight")
 
     # the config is the metadata's hyperparameters plus what the file's tensors and the architecture decide
-    config = ModelConfig(arch=arch, n_vocab=n_vocab, rope_style=rope_style, tie_embeddings=tied, **asdict(hp))
-    layers = []
-    for i in range(hp.n_layer):
-        b = f"blk.{i}."
-        biases = dict(bq=w.get(b + "attn_q.bias", (q_dim,)), bk=w.get(b + "attn_k.bias", (kv_dim,)),
-                      bv=w.get(b + "attn_v.bias", (kv_dim,))) if qkv_bias else {}
-        layers.append(LayerWeights(
-            attn_norm=w.get(b + "attn_norm.weight", (d,)),
-            wq=w.get(b + "attn_q.weight", (q_dim, d)),
-            wk=w.get(b + "attn_k.weight", (kv_dim, d)),
-            wv=w.get(b + "attn_v.weight", (kv_dim, d)),
-            wo=w.get(b + "attn_output.weight", (d, q_dim)),
-            ffn_norm=w.get(b + "ffn_norm.weight", (d,)),
-            w_gate=w.get(b + "ffn_gate.weight", (hp.n_ff, d)),
-            w_up=w.get(b + "ffn_up.weight", (hp.n_ff, d)),
-            w_down=w.get(b + "ffn_down.weight", (d, hp.n_ff)),
-            **biases,
-        ))
+    config = ModelConfig(arch=arch, n_vocab=n_vocab, rope_style=rope_style, tie_embeddings=tied, **asdict(hp),
+                         **flags)
+    shapes = layer_shapes(hp)
+    roles = LAYER_REQUIRED + tuple(layer_features)
+    layers = [LayerSpec({role: w.get(f"blk.{i}.{LAYER_TENSOR_NAMES[role]}", shapes[role]) for role in roles},
+                        rope_theta=hp.rope_theta)
+              for i in range(hp.n_layer)]
     token_embd = w.get("token_embd.weight", (n_vocab, d))
     spec = ModelSpec(
         config=config,
-        token_embd=token_embd,
+        tensors={"token_embd": token_embd, "output_norm": w.get("output_norm.weight", (d,)),
+                 "output": token_embd if tied else w.get("output.weight", (n_vocab, d))},
         layers=layers,
-        output_norm=w.get("output_norm.weight", (d,)),
-        output=token_embd if tied else w.get("output.weight", (n_vocab, d)),
         metadata=reader.metadata,
     )
     w.check_all_used(arch)  # a tensor we would ignore (e.g. rope_freqs.weight of Llama 3 scaling) is refused

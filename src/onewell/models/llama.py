@@ -16,4 +16,4 @@ ARCHITECTURE = "llama"
 
 
 def build_spec(reader: Any) -> ModelSpec:
-    return build_decoder_spec(reader, ARCHITECTURE, rope_style="normal", qkv_bias=False)
+    return build_decoder_spec(reader, ARCHITECTURE, rope_style="normal")

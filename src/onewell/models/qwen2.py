@@ -11,4 +11,4 @@ ARCHITECTURE = "qwen2"
 
 
 def build_spec(reader: Any) -> ModelSpec:
-    return build_decoder_spec(reader, ARCHITECTURE, rope_style="neox", qkv_bias=True)
+    return build_decoder_spec(reader, ARCHITECTURE, rope_style="neox", layer_features=("bq", "bk", "bv"))

@@ -1,4 +1,4 @@
-"""What the native executor is handed: a model as a flat, fully validated list of buffers and shapes.
+"""What the native executor is handed: a model as named, fully validated buffers and shapes.
 
 C trusts this description (it rechecks only what keeps memory safe), so every rule lives here with a message
 that names the tensor: shapes against the config, weight types the kernels support, raw sizes, dtypes.
@@ -7,9 +7,11 @@ With repack=True, Q8_0, Q5_0 and Q4_1 matrices (every one but the embedding tabl
 converted once, losslessly, to onewell's R16 layouts (Q8_0 R16, Q4_1 R16: onewell.quant.repack), 64-byte aligned
 copies the plan owns.
 
-Order shared with bind_executor.c (executor_create):
-    matrices = [token_embd, output] + per layer [wq, wk, wv, wo, w_gate, w_up, w_down]
-    vectors  = [output_norm] + per layer [attn_norm, ffn_norm, bq, bk, bv]   (biases None when absent)
+What crosses to C (bind_executor.c joins each name to its struct member through one table):
+    config  = {"n_vocab": .., "n_embd": .., ..., "rope_style": 0 | 1}
+    tensors = {"token_embd": matrix, "output": matrix, "output_norm": vector}
+    layers  = [{"wq": matrix, ..., "attn_norm": vector, ..., "rope_theta": float}] (absent optional roles: off)
+a matrix is (buffer, type, rows, cols, row_bytes), a vector a float32 array.
 """
 from __future__ import annotations
 
@@ -25,10 +27,9 @@ from onewell.models.base import ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
 from onewell.runtime.native_types import repack_layouts, weight_types
 
-LAYER_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
-LAYER_VECTORS = ("attn_norm", "ffn_norm", "bq", "bk", "bv")
 ROPE_STYLES = {"normal": 0, "neox": 1}
 MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
+CONFIG_INTS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff")
 
 
 @dataclass(frozen=True)
@@ -50,20 +51,41 @@ class MatrixPlan:
         return (self.raw, self.native_type, self.rows, self.cols, self.row_bytes)
 
 
+Tensor = MatrixPlan | np.ndarray   # a matrix, or a float32 vector
+
+
+def _native(t: Tensor) -> tuple | np.ndarray:
+    return t.native() if isinstance(t, MatrixPlan) else t
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    tensors: dict[str, Tensor]
+    rope_theta: float
+
+
 @dataclass(frozen=True)
 class ExecutorPlan:
     config: ModelConfig
-    matrices: tuple[MatrixPlan, ...]
-    vectors: tuple[np.ndarray | None, ...]
+    tensors: dict[str, Tensor]
+    layers: tuple[LayerPlan, ...]
 
-    def native_config(self) -> tuple:
+    def native_config(self) -> dict:
         c = self.config
-        return (c.n_vocab, c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, float(c.rope_theta),
-                float(c.rms_eps), ROPE_STYLES[c.rope_style])
+        return {**{name: int(getattr(c, name)) for name in CONFIG_INTS}, "rms_eps": float(c.rms_eps),
+                "rope_style": ROPE_STYLES[c.rope_style]}
 
     def native_args(self) -> tuple:
-        """(config, matrices, vectors): the first three arguments of _core.executor_create."""
-        return self.native_config(), [m.native() for m in self.matrices], list(self.vectors)
+        """(config, tensors, layers): the first three arguments of _core.executor_create."""
+        tensors = {name: _native(t) for name, t in self.tensors.items()}
+        layers = [{**{name: _native(t) for name, t in layer.tensors.items()}, "rope_theta": float(layer.rope_theta)}
+                  for layer in self.layers]
+        return self.native_config(), tensors, layers
+
+    @property
+    def matrices(self) -> list[MatrixPlan]:
+        every = list(self.tensors.values()) + [t for layer in self.layers for t in layer.tensors.values()]
+        return [t for t in every if isinstance(t, MatrixPlan)]
 
     @property
     def weight_bytes(self) -> int:
@@ -82,36 +104,60 @@ class ExecutorPlan:
                 "source_bytes": sum(m.rows * row_nbytes(m.ggml_type, m.cols) for m in copies.values())}
 
 
-def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
-    """Check everything the executor relies on and flatten the spec; UnsupportedError names the tensor and
-    type a native kernel is missing for, ValueError any other inconsistency. repack: convert the Q8_0 / Q5_0 / Q4_1
-    matrices, except the embedding table of the token gather, to their R16 layout (a tied output projection
-    gets its own copy)."""
-    cfg = spec.config
-    _check_config(cfg)
+def tensor_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """The shape of every role the executor takes, model-level and per layer, from the config."""
     q_rows, kv_rows = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
-    shapes = {
+    return {
+        "token_embd": (cfg.n_vocab, cfg.n_embd), "output": (cfg.n_vocab, cfg.n_embd), "output_norm": (cfg.n_embd,),
         "wq": (q_rows, cfg.n_embd), "wk": (kv_rows, cfg.n_embd), "wv": (kv_rows, cfg.n_embd),
         "wo": (cfg.n_embd, q_rows), "w_gate": (cfg.n_ff, cfg.n_embd), "w_up": (cfg.n_ff, cfg.n_embd),
-        "w_down": (cfg.n_embd, cfg.n_ff),
+        "w_down": (cfg.n_embd, cfg.n_ff), "attn_norm": (cfg.n_embd,), "ffn_norm": (cfg.n_embd,),
+        "bq": (q_rows,), "bk": (kv_rows,), "bv": (kv_rows,),
     }
-    vector_sizes = {"attn_norm": cfg.n_embd, "ffn_norm": cfg.n_embd, "bq": q_rows, "bk": kv_rows, "bv": kv_rows}
+
+
+def _tensor(w: Weight, shape: tuple[int, ...]) -> Tensor:
+    return _matrix(w, shape) if len(shape) == 2 else _vector(w, shape[0])
+
+
+def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
+    """Check everything the executor relies on and name every buffer; UnsupportedError names the tensor and
+    type a native kernel is missing for (or a feature the executor lacks), ValueError any other inconsistency.
+    repack: convert the Q8_0 / Q5_0 / Q4_1 matrices, except the embedding table of the token gather, to their
+    R16 layout (a tied output projection gets its own copy)."""
+    cfg = spec.config
+    _check_config(cfg)
+    shapes = tensor_shapes(cfg)
     if len(spec.layers) != cfg.n_layer:
         raise ValueError(f"the spec has {len(spec.layers)} layers, its config says {cfg.n_layer}")
 
-    matrices = [_matrix(spec.token_embd, (cfg.n_vocab, cfg.n_embd)), _matrix(spec.output, (cfg.n_vocab, cfg.n_embd))]
-    vectors: list[np.ndarray | None] = [_vector(spec.output_norm, cfg.n_embd)]
+    tensors = {role: _tensor(w, shapes[role]) for role, w in spec.tensors.items() if role in shapes}
+    layers = []
     for index, layer in enumerate(spec.layers):
-        matrices += [_matrix(getattr(layer, role), shapes[role]) for role in LAYER_MATRICES]
-        biases = [getattr(layer, role) is not None for role in ("bq", "bk", "bv")]
+        unknown = sorted(set(layer.tensors) - set(shapes))
+        if unknown:
+            raise UnsupportedError(f"layer {index}: the native executor does not implement {unknown}")
+        biases = [layer.get(role) is not None for role in ("bq", "bk", "bv")]
         if any(biases) and not all(biases):
             raise UnsupportedError(f"layer {index}: q/k/v biases must be all present or all absent, got "
                                    f"{dict(zip(('bq', 'bk', 'bv'), biases))}")
-        vectors += [_vector(getattr(layer, role), vector_sizes[role]) for role in LAYER_VECTORS]
+        _check_positive_float(f"layer {index} rope_theta", layer.rope_theta)
+        layers.append(LayerPlan({role: _tensor(w, shapes[role]) for role, w in layer.tensors.items()},
+                                float(layer.rope_theta)))
+    unknown = sorted(set(spec.tensors) - set(shapes))
+    if unknown:
+        raise UnsupportedError(f"the native executor does not implement {unknown}")
+    plan = ExecutorPlan(cfg, tensors, tuple(layers))
     if repack:
         copies: dict[tuple, MatrixPlan] = {}   # one copy per distinct buffer
-        matrices = matrices[:1] + [_repacked(m, copies) for m in matrices[1:]]
-    return ExecutorPlan(cfg, tuple(matrices), tuple(vectors))
+
+        def packed(role: str, t: Tensor) -> Tensor:
+            return _repacked(t, copies) if isinstance(t, MatrixPlan) and role != "token_embd" else t
+
+        plan = ExecutorPlan(cfg, {role: packed(role, t) for role, t in tensors.items()},
+                            tuple(dataclasses.replace(lp, tensors={r: packed(r, t) for r, t in lp.tensors.items()})
+                                  for lp in layers))
+    return plan
 
 
 def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
@@ -131,8 +177,14 @@ def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan]) -> MatrixPlan:
     return dataclasses.replace(copies[key], name=m.name)
 
 
+def _check_positive_float(name: str, value) -> None:
+    value = float(value)
+    if not np.isfinite(value) or value <= 0 or not np.isfinite(np.float32(value)) or np.float32(value) == 0:
+        raise ValueError(f"{name} must be a positive float32 value, got {value!r}")
+
+
 def _check_config(cfg: ModelConfig) -> None:
-    for name in ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff"):
+    for name in CONFIG_INTS:
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
             raise ValueError(f"config.{name} must be a positive integer, got {value!r}")
@@ -144,10 +196,7 @@ def _check_config(cfg: ModelConfig) -> None:
         raise ValueError(f"head_dim {cfg.head_dim} is odd; RoPE rotates pairs")
     if cfg.rope_style not in ROPE_STYLES:
         raise UnsupportedError(f"RoPE style {cfg.rope_style!r} (supported: {', '.join(ROPE_STYLES)})")
-    for name in ("rope_theta", "rms_eps"):
-        value = float(getattr(cfg, name))
-        if not np.isfinite(value) or value <= 0 or not np.isfinite(np.float32(value)) or np.float32(value) == 0:
-            raise ValueError(f"config.{name} must be a positive float32 value, got {value!r}")
+    _check_positive_float("config.rms_eps", cfg.rms_eps)
 
 
 def _matrix(w: Weight, shape: tuple[int, int]) -> MatrixPlan:

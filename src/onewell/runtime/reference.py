@@ -1,5 +1,8 @@
 """The numpy reference backend: the transformer forward pass written to be read, the oracle the native
 executor is tested against. Float32 throughout, like llama2.c's run.c: sections in data-flow order.
+Every feature of the model description (models/base.py) is here: q/k norms, post-norms, GeGLU, embedding
+scale, attention scale and soft-capping, sliding windows, per-layer RoPE bases, partial RoPE with frequency
+factors, final logit soft-capping, bidirectional attention.
 
 Memory: every weight is dequantized once at load to float32, about 4 bytes per parameter (~2 GB for
 Qwen2.5-0.5B with its separate output matrix, ~0.5 GB for SmolLM2-135M). The token-embedding table is
@@ -8,7 +11,6 @@ projection (tied embeddings), in which case it is needed whole anyway.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -16,6 +18,7 @@ import numpy as np
 from onewell.models.base import ModelSpec, Weight
 from onewell.quant import dequantize
 from onewell.runtime.kv_cache import KVCache
+from onewell.runtime.plan import check_room, check_tokens
 
 # Tokens per internal batch: bounds the attention-score and logit buffers of a long prefill.
 MAX_BATCH = 256
@@ -23,22 +26,6 @@ MAX_BATCH = 256
 
 # ----------------------------------------------------------------------------------------------------------
 # Weights, dequantized once
-
-
-@dataclass
-class DenseLayer:
-    attn_norm: np.ndarray
-    wq: np.ndarray
-    wk: np.ndarray
-    wv: np.ndarray
-    wo: np.ndarray
-    ffn_norm: np.ndarray
-    w_gate: np.ndarray
-    w_up: np.ndarray
-    w_down: np.ndarray
-    bq: np.ndarray | None
-    bk: np.ndarray | None
-    bv: np.ndarray | None
 
 
 def dense(weight: Weight | None) -> np.ndarray | None:
@@ -64,25 +51,31 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(mean_square + np.float32(eps)) * weight
 
 
-def rope_angles(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of position * theta^(-2i/head_dim) for each pair i: (n, 1, head_dim/2), broadcast over heads."""
-    inv_freq = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+def rope_angles(positions: np.ndarray, n_rot: int, theta: float,
+                freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of position * theta^(-2i/n_rot) / factor_i for each pair i: (n, 1, n_rot/2), broadcast over
+    heads. freq_factors (Llama 3.x rope_freqs) divide each frequency; None = 1."""
+    inv_freq = theta ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv_freq = inv_freq / freq_factors.astype(np.float64)
     angles = positions.astype(np.float64)[:, None] * inv_freq[None, :]
     return (np.cos(angles).astype(np.float32)[:, None, :], np.sin(angles).astype(np.float32)[:, None, :])
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, style: str) -> np.ndarray:
-    """Rotate each pair of a head (x: (n, n_heads, head_dim)) by its angle.
-    neox pairs element i with i + head_dim/2; normal pairs adjacent elements 2i and 2i+1."""
-    half = x.shape[-1] // 2
+    """Rotate each pair of the first n_rot = 2 * cos.shape[-1] dims of a head (x: (n, n_heads, head_dim)) by its
+    angle; the other dims pass through. neox pairs element i with i + n_rot/2; normal pairs 2i and 2i+1."""
+    half = cos.shape[-1]
+    rot, rest = x[..., :2 * half], x[..., 2 * half:]
     if style == "neox":
-        a, b = x[..., :half], x[..., half:]
-        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-    a, b = x[..., 0::2], x[..., 1::2]
-    out = np.empty_like(x)
-    out[..., 0::2] = a * cos - b * sin
-    out[..., 1::2] = b * cos + a * sin
-    return out
+        a, b = rot[..., :half], rot[..., half:]
+        out = np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    else:
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        out = np.empty_like(rot)
+        out[..., 0::2] = a * cos - b * sin
+        out[..., 1::2] = b * cos + a * sin
+    return np.concatenate([out, rest], axis=-1) if rest.shape[-1] else out
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -90,25 +83,48 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / np.sum(e, axis=-1, keepdims=True)
 
 
-def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, first_pos: int) -> np.ndarray:
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """cap * tanh(x / cap): squashes values smoothly into (-cap, cap) (Gemma 2's logit soft-capping)."""
+    return (np.float32(cap) * np.tanh(x / np.float32(cap))).astype(np.float32)
+
+
+def causal_attention(q: np.ndarray, keys: np.ndarray, values: np.ndarray, first_pos: int, *,
+                     scale: float | None = None, cap: float = 0.0, window: int = 0,
+                     causal: bool = True) -> np.ndarray:
     """q: (n, n_head, hd) for positions first_pos..first_pos+n-1; keys/values: (T, n_head_kv, hd) for
-    positions 0..T-1. Grouped-query: query head h reads kv head h // (n_head / n_head_kv).
-    Returns (n, n_head * hd)."""
+    positions 0..T-1. Grouped-query: query head h reads kv head h // (n_head / n_head_kv). A query at p sees
+    keys j <= p (all T when not causal) with p - j < window (when window > 0). Scores are scaled (default
+    1/sqrt(hd)) and then soft-capped (cap > 0). Returns (n, n_head * hd)."""
     n, n_head, hd = q.shape
     n_kv = keys.shape[1]
     group = n_head // n_kv
     q_by_kv = q.reshape(n, n_kv, group, hd).transpose(1, 2, 0, 3)           # (n_kv, group, n, hd)
     scores = q_by_kv @ keys.transpose(1, 2, 0)[:, None]                     # (n_kv, group, n, T)
-    scores *= np.float32(1.0 / np.sqrt(hd))
-    query_pos = first_pos + np.arange(n)
-    future = np.arange(keys.shape[0])[None, :] > query_pos[:, None]         # (n, T): keys not yet seen
-    scores = np.where(future, np.float32(-np.inf), scores)
+    scores *= np.float32(1.0 / np.sqrt(hd) if scale is None else scale)
+    if cap:
+        scores = softcap(scores, cap)
+    query_pos = first_pos + np.arange(n)[:, None]
+    key_pos = np.arange(keys.shape[0])[None, :]
+    hidden = np.zeros((n, keys.shape[0]), dtype=bool)                       # (n, T): keys a query may not see
+    if causal:
+        hidden |= key_pos > query_pos
+    if window:
+        hidden |= query_pos - key_pos >= window
+    scores = np.where(hidden, np.float32(-np.inf), scores)
     out = softmax(scores) @ values.transpose(1, 0, 2)[:, None]              # (n_kv, group, n, hd)
     return out.transpose(2, 0, 1, 3).reshape(n, n_head * hd)
 
 
 def silu(x: np.ndarray) -> np.ndarray:
     return x * (0.5 * (1.0 + np.tanh(0.5 * x)))  # = x * sigmoid(x), without exp overflow warnings
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (Gemma's gelu_pytorch_tanh, ggml_gelu)."""
+    return 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (x + np.float32(0.044715) * x * x * x)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -119,18 +135,18 @@ class ReferenceBackend:
     """Backend protocol (runtime/backend.py) in numpy. Not fast: it is the readable oracle."""
 
     def __init__(self, spec: ModelSpec, n_ctx: int = 4096):
-        if n_ctx <= 0:
-            raise ValueError(f"n_ctx must be positive, got {n_ctx}")
+        if isinstance(n_ctx, bool) or not isinstance(n_ctx, (int, np.integer)) or n_ctx <= 0:
+            raise ValueError(f"n_ctx must be a positive integer, got {n_ctx!r}")
         self.spec = spec
         self.config = cfg = spec.config
-        self.n_ctx = n_ctx
-        self.layers = [
-            DenseLayer(**{name: dense(getattr(lw, name)) for name in DenseLayer.__dataclass_fields__})
-            for lw in spec.layers
-        ]
+        if cfg.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {cfg.activation!r} (known: {', '.join(ACTIVATIONS)})")
+        self.n_ctx = int(n_ctx)
+        self.layers = [{role: dense(w) for role, w in layer.tensors.items()} for layer in spec.layers]
         self.output_norm = dense(spec.output_norm)
         self.output = dense(spec.output)  # (n_vocab, n_embd); for tied models also the embedding table
-        self.cache = KVCache(cfg.n_layer, n_ctx, cfg.n_head_kv, cfg.head_dim)
+        self.rope_freqs = dense(spec.rope_freqs)
+        self.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim)
 
     @property
     def n_past(self) -> int:
@@ -139,8 +155,16 @@ class ReferenceBackend:
     @property
     def dense_bytes(self) -> int:
         """Memory the dequantized weights take."""
-        arrays = [self.output_norm, self.output] + [a for layer in self.layers for a in vars(layer).values()]
+        arrays = [self.output_norm, self.output, self.rope_freqs] + [a for layer in self.layers for a in layer.values()]
         return sum(a.nbytes for a in arrays if a is not None)
+
+    def fork(self) -> ReferenceBackend:
+        """A backend on the same dequantized weights with an empty KV cache of its own (another sequence)."""
+        clone = object.__new__(ReferenceBackend)
+        clone.__dict__.update(self.__dict__)
+        cfg = self.config
+        clone.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim)
+        return clone
 
     def truncate(self, n_past: int) -> None:
         self.cache.truncate(n_past)
@@ -149,56 +173,70 @@ class ReferenceBackend:
         self.cache.reset()
 
     def forward(self, tokens: Sequence[int], all_logits: bool = False) -> np.ndarray:
-        ids = self._check_tokens(tokens)
-        self.cache.check_room(len(ids))
+        ids = check_tokens(tokens, self.config.n_vocab).astype(np.int64)
+        check_room(self.n_past, len(ids), self.n_ctx)
         logits = [self._forward_batch(ids[i:i + MAX_BATCH], all_logits) for i in range(0, len(ids), MAX_BATCH)]
         return np.concatenate(logits, axis=0) if all_logits else logits[-1]
 
-    def _check_tokens(self, tokens: Sequence[int]) -> np.ndarray:
-        ids = np.asarray(tokens)
-        if ids.ndim != 1 or len(ids) == 0:
-            raise ValueError(f"forward needs a non-empty 1-D sequence of token ids, got shape {ids.shape}")
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError(f"token ids must be integers, got dtype {ids.dtype}")
-        bad = (ids < 0) | (ids >= self.config.n_vocab)
-        if bad.any():
-            raise ValueError(f"token id {int(ids[bad][0])} is outside the vocabulary [0, {self.config.n_vocab})")
-        return ids.astype(np.int64)
+    def project(self, h: np.ndarray, layer: int | None, role: str) -> np.ndarray:
+        """h @ W.T for the role's matrix (layer None: the output projection). The emulation of the native
+        executor in the tests overrides this with the kernels' quantized arithmetic."""
+        w = self.output if layer is None else self.layers[layer][role]
+        return h @ w.T
 
     def _forward_batch(self, ids: np.ndarray, all_logits: bool) -> np.ndarray:
         cfg = self.config
         n = len(ids)
         first_pos = self.cache.n_past
+        positions = np.arange(first_pos, first_pos + n)
+        hd = cfg.head_dim
 
         # 1. token embeddings: (n, n_embd)
-        if cfg.tie_embeddings:
-            x = self.output[ids]
-        else:
-            x = gather_rows(self.spec.token_embd, ids)
+        x = self.output[ids] if cfg.tie_embeddings else gather_rows(self.spec.token_embd, ids)
+        if cfg.embd_scale != 1.0:
+            x = x * np.float32(cfg.embd_scale)
 
-        # 2. rotary angles of the new positions, shared by every layer
-        cos, sin = rope_angles(np.arange(first_pos, first_pos + n), cfg.head_dim, cfg.rope_theta)
+        angles: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # rotary angles by RoPE base, shared by layers
+        for index, (layer, spec) in enumerate(zip(self.layers, self.spec.layers)):
+            if spec.rope_theta not in angles:
+                angles[spec.rope_theta] = rope_angles(positions, cfg.rope_dims, spec.rope_theta, self.rope_freqs)
+            cos, sin = angles[spec.rope_theta]
 
-        for index, layer in enumerate(self.layers):
-            # 3. attention block: norm, q/k/v projections, RoPE, cache the new keys/values, attend, project
-            h = rms_norm(x, layer.attn_norm, cfg.rms_eps)
-            q, k, v = h @ layer.wq.T, h @ layer.wk.T, h @ layer.wv.T
-            if layer.bq is not None:
-                q, k, v = q + layer.bq, k + layer.bk, v + layer.bv
-            q = apply_rope(q.reshape(n, cfg.n_head, cfg.head_dim), cos, sin, cfg.rope_style)
-            k = apply_rope(k.reshape(n, cfg.n_head_kv, cfg.head_dim), cos, sin, cfg.rope_style)
-            self.cache.store(index, k, v.reshape(n, cfg.n_head_kv, cfg.head_dim))
+            # 2. attention block: norm, q/k/v projections (+ bias, + per-head norm), RoPE, cache the new
+            #    keys/values, attend, project (+ post-norm), residual
+            h = rms_norm(x, layer["attn_norm"], cfg.rms_eps)
+            q, k, v = (self.project(h, index, role) for role in ("wq", "wk", "wv"))
+            if "bq" in layer:
+                q, k, v = q + layer["bq"], k + layer["bk"], v + layer["bv"]
+            q, k = q.reshape(n, cfg.n_head, hd), k.reshape(n, cfg.n_head_kv, hd)
+            if "q_norm" in layer:
+                q = rms_norm(q, layer["q_norm"], cfg.rms_eps)
+            if "k_norm" in layer:
+                k = rms_norm(k, layer["k_norm"], cfg.rms_eps)
+            q, k = apply_rope(q, cos, sin, cfg.rope_style), apply_rope(k, cos, sin, cfg.rope_style)
+            self.cache.store(index, k, v.reshape(n, cfg.n_head_kv, hd))
             keys, values = self.cache.window(index, n)
-            x = x + causal_attention(q, keys, values, first_pos) @ layer.wo.T
+            attn = causal_attention(q, keys, values, first_pos, scale=cfg.attn_scale or None, cap=cfg.attn_softcap,
+                                    window=spec.sliding_window, causal=cfg.causal)
+            out = self.project(attn, index, "wo")
+            if "attn_post_norm" in layer:
+                out = rms_norm(out, layer["attn_post_norm"], cfg.rms_eps)
+            x = x + out
 
-            # 4. feed-forward block (SwiGLU): down(silu(gate(h)) * up(h))
-            h = rms_norm(x, layer.ffn_norm, cfg.rms_eps)
-            x = x + (silu(h @ layer.w_gate.T) * (h @ layer.w_up.T)) @ layer.w_down.T
+            # 3. feed-forward block (gated): down(act(gate(h)) * up(h)) (+ post-norm), residual
+            h = rms_norm(x, layer["ffn_norm"], cfg.rms_eps)
+            gated = ACTIVATIONS[cfg.activation](self.project(h, index, "w_gate")) * self.project(h, index, "w_up")
+            out = self.project(gated, index, "w_down")
+            if "ffn_post_norm" in layer:
+                out = rms_norm(out, layer["ffn_post_norm"], cfg.rms_eps)
+            x = x + out
 
         self.cache.commit(n)  # only now are positions first_pos.. valid in every layer
 
-        # 5. final norm and output projection (of the last token only, unless all are wanted)
+        # 4. final norm and output projection (of the last token only, unless all are wanted), soft-capped
         if not all_logits:
             x = x[-1:]
-        logits = rms_norm(x, self.output_norm, cfg.rms_eps) @ self.output.T
+        logits = self.project(rms_norm(x, self.output_norm, cfg.rms_eps), None, "output")
+        if cfg.final_logit_softcap:
+            logits = softcap(logits, cfg.final_logit_softcap)
         return logits if all_logits else logits[0]
