@@ -193,7 +193,7 @@ def test_plan_repacks_q4_1_matrices_but_the_gather_table(q4_1_tiny):
         stride = R.q4_1_row_stride(m.cols) if m.ggml_type == T.Q4_1 else R.row_stride(m.cols)
         assert m.row_bytes == stride and m.raw.size == m.rows * stride and m.raw.ctypes.data % 64 == 0
     config, mats, vecs = plan.native_args()
-    mats[0] = mats[1]   # a repacked copy as the embedding table is refused
+    mats["token_embd"] = mats["output"]   # a repacked copy as the embedding table is refused
     with pytest.raises(ValueError, match="inconsistent"):
         _core.executor_create(config, mats, vecs, 1, 8, 4)
 

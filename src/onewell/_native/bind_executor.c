@@ -103,7 +103,9 @@ static int parse_scalar(PyObject *obj, const field *f, char *base, const char *w
         const double v = PyFloat_AsDouble(obj);
         if (v == -1.0 && PyErr_Occurred()) return -1;
         if (!(v >= f->lo && v <= f->hi)) {
-            PyErr_Format(PyExc_ValueError, "%s: '%s' = %R is outside [%g, %g]", where, f->name, obj, f->lo, f->hi);
+            char msg[256];   /* PyErr_Format has no %g */
+            snprintf(msg, sizeof msg, "%s: '%s' = %.17g is outside [%g, %g]", where, f->name, v, f->lo, f->hi);
+            PyErr_SetString(PyExc_ValueError, msg);
             return -1;
         }
         *(float *)(base + f->offset) = (float)v;

@@ -62,7 +62,7 @@ class _Metadata:
             raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be >= {minimum}, got {value}")
         return value
 
-    def real(self, key: str, default: float | None = None) -> float:
+    def real(self, key: str, default: float | None = None, maximum: float = math.inf) -> float:
         value = self._value(key, default)
         if isinstance(value, (bool, str, bytes)) or not isinstance(value, (int, float, np.number)):
             raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be a number, got {value!r}")
@@ -70,6 +70,8 @@ class _Metadata:
         if not math.isfinite(value) or value <= 0:
             raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be a positive finite "
                             f"number, got {value}")
+        if value > maximum:
+            raise GGUFError(f"{self.where}: metadata key '{self.arch}.{key}' must be at most {maximum:g}, got {value}")
         return value
 
     def text(self, key: str, default: str) -> str:
@@ -104,8 +106,9 @@ def read_hyperparameters(reader: Any, arch: str) -> Hyperparameters:
         head_dim=head_dim,
         n_ff=md.integer("feed_forward_length"),
         n_ctx_train=md.integer("context_length"),
-        rope_theta=md.real("rope.freq_base", 10000.0),  # llama.cpp's default when the key is absent
-        rms_eps=md.real("attention.layer_norm_rms_epsilon"),
+        # llama.cpp's default when the key is absent; bounds as the executor's (an epsilon above 1 is no epsilon)
+        rope_theta=md.real("rope.freq_base", 10000.0, maximum=1e30),
+        rms_eps=md.real("attention.layer_norm_rms_epsilon", maximum=1.0),
     )
     _refuse_unimplemented(md, hp)
     return hp

@@ -2,7 +2,7 @@
 
 Each forward step runs in one C call with the GIL released: every layer, the output projection and (for greedy
 decoding) the argmax. The weights stay quantized in the GGUF mapping; activations are quantized to 8 bits inside
-the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 and Q5_0 matrices are repacked once at load into
+the matmuls, as llama.cpp does. On the AVX-512 and AVX2 kernel paths, Q8_0 and Q5_0 matrices are repacked once at load into
 the Q8_0 R16 layout and Q4_1 ones into Q4_1 R16 (lossless; Q4_1's min term is taken from f32 d_x * sum(x_q)
 instead of ggml's fp16 s, a ~2^-11 relative difference of that term), which that path streams far faster; the
 copies cost memory,
@@ -23,7 +23,7 @@ import numpy as np
 from onewell._native import _core
 from onewell.models.base import ModelSpec
 from onewell.runtime.memory import check_kv_cache_fits
-from onewell.runtime.native_kernels import default_path, resolve_path
+from onewell.runtime.native_kernels import repacks_by_default, resolve_path
 from onewell.runtime.plan import build_plan, check_room, check_tokens
 
 # logits modes of ow_executor_forward (executor.h)
@@ -60,7 +60,7 @@ class NativeBackend:
         """isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni", "avx512"; None = the best this CPU
         has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed chunk (a tuning knob; None = default).
         repack: convert Q8_0, Q5_0 and Q4_1 matrices (all but the embedding table of the token gather) to their R16
-        layout at load; None = when the kernel path is avx512 (the layout's fast kernel), True/False force it.
+        layout at load; None = on the paths whose fast kernels are R16 (avx512, avx2), True/False force it.
         Every path computes it correctly; the others just gain nothing from it."""
         self.n_ctx = _positive_int("n_ctx", n_ctx)
         threads = _positive_int("threads", threads, allow_none=True)
@@ -69,7 +69,7 @@ class NativeBackend:
         path = resolve_path(isa) if isa is not None else None
         if repack is not None and not isinstance(repack, bool):
             raise ValueError(f"repack must be True, False or None, got {repack!r}")
-        self.repack = (path or default_path()) == "avx512" if repack is None else repack
+        self.repack = repacks_by_default(path) if repack is None else repack
         self.spec = spec
         self.config = spec.config
         check_kv_cache_fits(spec.config, self.n_ctx)  # before the plan copies weights or C reserves the cache

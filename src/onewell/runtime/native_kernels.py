@@ -35,6 +35,16 @@ def default_path() -> str:
     return _core().kernel_default_path()
 
 
+# Kernel paths whose fast kernels are the R16 layouts' (docs/perf-log.md, entries 3 and 10): the plan repacks
+# for them by default. The generic path computes R16 correctly but gains nothing from it.
+R16_PATHS = frozenset({"avx512", "avx2", "avx2-vnni"})
+
+
+def repacks_by_default(path: str | None) -> bool:
+    """Whether a backend on kernel path `path` (None = this CPU's default) repacks at load unless told."""
+    return (path or default_path()) in R16_PATHS
+
+
 def resolve_path(isa: str | None) -> str:
     if isa is None:
         return default_path()

@@ -19,7 +19,7 @@ from onewell._native import _core
 from onewell.models.base import ModelSpec
 from onewell.runtime.memory import check_kv_cache_fits
 from onewell.runtime.native import NativeBackend, _positive_int, physical_cores
-from onewell.runtime.native_kernels import default_path, resolve_path
+from onewell.runtime.native_kernels import repacks_by_default, resolve_path
 from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens
 
 _LAST, _ALL, _NONE = 0, 1, 3  # logits modes of ow_executor_forward_batch (executor.h)
@@ -44,7 +44,7 @@ class NativeMultiBackend:
         self.config = spec.config
         check_kv_cache_fits(spec.config, self.n_ctx, self.n_seq)  # refuse before C reserves n_seq caches
         if plan is None:
-            plan = build_plan(spec, repack=(path or default_path()) == "avx512" if repack is None else repack)
+            plan = build_plan(spec, repack=repacks_by_default(path) if repack is None else repack)
         self.plan = plan
         self._ex = _core.executor_create(*plan.native_args(), threads or physical_cores(), self.n_ctx,
                                          self.max_batch, self.n_seq)

@@ -51,9 +51,9 @@ OW_FOR_EACH_DEQUANT_ROW(OW_DECLARE_DEQUANT_ROW)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
-OW_DECLARE_AVX2(q8_0r16_q8_0r16)
-OW_DECLARE_AVX2_VNNI(q8_0r16_q8_0r16)
-/* the R16 layout's own kernel: 512-bit, n_vec vectors per weight load */
+/* the R16 layouts' own kernels, n_vec vectors per weight load: 256-bit (vec_dot_r16_avx2.c) and 512-bit */
+void vec_dot_q8_0r16_q8_0r16_avx2(OW_TILE_ARGS);
+void vec_dot_q4_1r16_q8_0r16_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a time, n_vec vectors per load */
 

@@ -14,9 +14,11 @@
 #define OW_SUFFIX avx512_256
 #define OW_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define OW_VNNI 2
+#define OW_STREAM_ROWS 0
 #include "vec_dot_x86_256.inc"
 #undef OW_SUFFIX
 #undef OW_VNNI
+#undef OW_STREAM_ROWS
 
 #define OW_INLINE static inline __attribute__((always_inline)) OW_TARGET
 
