@@ -189,7 +189,7 @@ class Tokenizer:
         attr = self.vocab.attrs[token_id]
         text = self.vocab.tokens[token_id]
         if attr & _RENDERED_AS_TEXT:
-            return text.encode("utf-8")
+            return text.encode("utf-8", "surrogateescape")  # the reader keeps invalid UTF-8 bytes as surrogates
         if attr & ATTR_NORMAL:
             if self.vocab.model == "gpt2":
                 return unspell(text)
