@@ -141,6 +141,27 @@ def test_gemma3_golden_prompts_and_completions(gemma):
         assert all("\ufffd" not in c for c in chunks) or "\ufffd" in case["completion_text"]
 
 
+@pytest.mark.model
+def test_gemma3_vocab_file_holds_the_models_tokenizer(gemma):
+    """The vocabulary file stands for the real model: its tokenizer keys equal the pulled, verified GGUF's."""
+    import numpy as np
+
+    from onewell.hub import ensure_model
+    from onewell.hub_registry import REGISTRY
+
+    if "gemma-3-270m" not in REGISTRY:
+        pytest.skip("gemma-3-270m is not in the hub registry of this checkout")
+    with GGUFReader(ensure_model("gemma-3-270m")) as model, GGUFReader(VOCAB / "ggml-vocab-gemma3.gguf") as vocab:
+        keys = sorted(k for k in model.metadata if k.startswith("tokenizer."))
+        assert keys == sorted(k for k in vocab.metadata if k.startswith("tokenizer."))
+        for key in keys:
+            ours, theirs = vocab.metadata[key], model.metadata[key]
+            assert np.array_equal(ours, theirs) if isinstance(theirs, np.ndarray) else ours == theirs, key
+        real = Tokenizer.from_metadata(model.metadata)
+    for case in read_jsonl("tokenize_gemma3-270m-q4_k_m.jsonl"):
+        assert real.encode(case["text"]) == case["ids"]
+
+
 def test_gemma3_encodes_10kb_quickly(gemma):
     text = "".join(case["text"] + "\n" for case in read_jsonl("tokenize_gemma3-270m-q4_k_m.jsonl"))
     text = (text * (10240 // len(text) + 1))[:10240]
