@@ -161,12 +161,14 @@ def _optional_id(metadata: dict, name: str, n_tokens: int, default: int | None =
 
 
 def _merge_ranks(merges: list[str]) -> dict[tuple[str, str], int]:
-    ranks: dict[tuple[str, str], int] = {}
-    for rank, merge in enumerate(merges):
+    pairs: list[tuple[str, str] | None] = []
+    for merge in merges:
         # Split at the first space after position 0: a pair's left half may itself be a lone space.
         rest, space, right = merge[1:].partition(" ")
-        if space:
-            ranks.setdefault((merge[0] + rest, right), rank)
+        pairs.append((merge[0] + rest, right) if space else None)
+    # Built from the end so that a pair listed twice keeps its first (lowest) rank, in one C-level dict().
+    ranks = dict(zip(reversed(pairs), range(len(pairs) - 1, -1, -1)))
+    ranks.pop(None, None)
     return ranks
 
 
