@@ -236,6 +236,13 @@ def _flag(metadata: dict, name: str, default: bool) -> bool:
     return bool(value)
 
 
+def _special_ids_longest_first(tokens: list[str], attrs: list[int]) -> list[int]:
+    """Tokens cut out of text as whole units, longest first by UTF-8 length (llama.cpp compares byte strings)."""
+    special_ids = np.flatnonzero(np.array(attrs) & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN)).tolist()
+    special_ids.sort(key=lambda i: (-len(tokens[i].encode("utf-8", "surrogateescape")), i))
+    return special_ids
+
+
 def _mark_strip_sides(metadata: dict, token_to_id: dict[str, int], attrs: list[int], special_ids: list[int]) -> None:
     """llama.cpp's per-model whitespace rules around special tokens (the file does not store them)."""
     name = str(metadata.get("general.name", "")).lower()
@@ -286,9 +293,8 @@ def read_vocab(metadata: dict) -> Vocab:
         for i, text in enumerate(tokens):
             if seen.setdefault(text, i) != i:
                 raise GGUFError(f"duplicate token in vocabulary: {text!r} has ids {seen[text]} and {i}")
-    attr_array = _attrs_of_types(_token_types(metadata, n_tokens))
-    attrs: list[int] = attr_array.tolist()
-    merges = _string_list(metadata, "merges", required=model == "gpt2") if model == "gpt2" else []
+    attrs: list[int] = _attrs_of_types(_token_types(metadata, n_tokens)).tolist()
+    merges = _string_list(metadata, "merges", required=True) if model == "gpt2" else []
     scores = _scores(metadata, n_tokens) if model == "llama" else []
 
     def special(name: str, default: int | None = None) -> int | None:
@@ -313,10 +319,7 @@ def read_vocab(metadata: dict) -> Vocab:
             attrs[token_id] |= ATTR_UNUSED
     eog = _end_of_generation_ids(tokens, token_to_id, attrs, (eos_id, eot_id, eom_id, fim_pad, fim_rep, fim_sep))
 
-    special_kinds = ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN
-    special_ids = np.flatnonzero(np.array(attrs) & special_kinds).tolist()
-    # Longest first by UTF-8 length, as llama.cpp compares byte strings.
-    special_ids.sort(key=lambda i: (-len(tokens[i].encode("utf-8", "surrogateescape")), i))
+    special_ids = _special_ids_longest_first(tokens, attrs)
     _mark_strip_sides(metadata, token_to_id, attrs, special_ids)
 
     add_bos = _flag(metadata, "add_bos_token", default_add_bos)
