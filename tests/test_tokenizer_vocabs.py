@@ -5,6 +5,8 @@ import time
 from functools import lru_cache
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import DATA, read_jsonl
 from onewell.gguf import GGUFReader
@@ -70,6 +72,17 @@ def test_decode_gives_back_the_vectors_text(name):
         streamed = "".join(decoder.add(i) for i in ids) + decoder.flush()
         # a stream continues a text, so it keeps the space SentencePiece put before its first word
         assert streamed == (" " + text if tok.vocab.add_space_prefix and ids else text)
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\u2581"), max_size=40))
+@settings(max_examples=150, deadline=None)
+def test_sentencepiece_round_trips_any_text(text):
+    # byte fallback spells every character, so decoding gives the text back (a literal "▁" would come back as " ")
+    for name in ("llama-spm", "gemma3"):
+        tok = load(name)
+        ids = tok.encode(text, parse_special=False)
+        assert all(0 <= i < tok.n_vocab for i in ids)
+        assert tok.decode(ids) == text
 
 
 def test_llama_bpe_decode_cleans_spaces_like_llama_cpp():
