@@ -102,6 +102,18 @@ def test_spm_decode_renders_kinds(spm):
     assert spm.token_bytes(spm.vocab.token_to_id["<0x41>"]) == b"A"
 
 
+def test_spm_hostile_values_decode_to_nothing_not_a_crash():
+    md = spm_metadata()
+    md["tokenizer.ggml.tokens"] = list(md["tokenizer.ggml.tokens"])
+    md["tokenizer.ggml.tokens"][4] = "<0xZZ>"  # typed as a byte token, but no hex
+    md["tokenizer.ggml.scores"] = md["tokenizer.ggml.scores"].copy()
+    md["tokenizer.ggml.scores"][-3:] = np.nan
+    tok = Tokenizer.from_metadata(md)
+    assert tok.token_bytes(4) == b""
+    ids = tok.encode("ab ba x\u00e9")
+    assert all(0 <= i < tok.n_vocab for i in ids) and tok.decode(ids) == "ab ba x\u00e9"
+
+
 def test_spm_defaults_follow_llama_cpp():
     md = spm_metadata(**{"tokenizer.ggml.bos_token_id": None, "tokenizer.ggml.eos_token_id": None,
                          "tokenizer.ggml.unknown_token_id": None, "tokenizer.ggml.scores": None})

@@ -1,6 +1,7 @@
 """The tokenizer a GGUF file describes: text <-> token ids, matching llama.cpp id for id."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from onewell.errors import OnewellError
@@ -23,6 +24,7 @@ from onewell.tokenizer.wordpiece import WordPieceEncoder
 
 _RENDERED_AS_TEXT = ATTR_CONTROL | ATTR_UNKNOWN | ATTR_USER_DEFINED
 _SKIPPABLE = ATTR_CONTROL | ATTR_UNKNOWN  # what decode(skip_special=True) drops; user-defined tokens stay
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 _C_SPACE = " \t\n\v\f\r"  # C's isspace(), which llama.cpp strips around lstrip/rstrip special tokens
 
 
@@ -194,9 +196,9 @@ class Tokenizer:
             if self.vocab.model == "gpt2":
                 return unspell(text)
             return text.replace(SPACE, " ").encode("utf-8", "surrogateescape")
-        if attr & ATTR_BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+        if attr & ATTR_BYTE and _BYTE_TOKEN.fullmatch(text):
             return bytes([int(text[3:5], 16)])
-        return b""  # unused / undefined tokens stand for nothing, as in llama.cpp
+        return b""  # unused / undefined tokens (and a byte token not spelled <0xNN>) stand for nothing
 
     def decode_bytes(self, ids: Iterable[int], skip_special: bool = False) -> bytes:
         """The bytes of the ids as llama.cpp's detokenize gives them: with a SentencePiece vocabulary that adds a
