@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 from onewell.errors import GGUFError, UnsupportedError
@@ -256,3 +258,22 @@ def test_unknown_models_and_pre_tokenizers_are_named():
         Tokenizer.from_metadata(synthetic_metadata(**{"tokenizer.ggml.pre": "falcon"}))
     # SentencePiece and WordPiece have no pre-tokenizer: the key is not consulted
     assert Tokenizer.from_metadata(spm_metadata(**{"tokenizer.ggml.pre": "anything"})).vocab.model == "llama"
+
+
+@given(tokens=st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=30, unique=True),
+       types=st.lists(st.integers(min_value=-1, max_value=9), min_size=30, max_size=30),
+       scores=st.lists(st.floats(allow_nan=True, width=32), min_size=30, max_size=30),
+       model=st.sampled_from(["llama", "bert"]), text=st.text(max_size=30), parse_special=st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_random_vocabularies_never_crash(tokens, types, scores, model, text, parse_special):
+    md = {"tokenizer.ggml.model": model, "tokenizer.ggml.tokens": tokens,
+          "tokenizer.ggml.token_type": np.array(types[:len(tokens)], dtype=np.int32),
+          "tokenizer.ggml.scores": np.array(scores[:len(tokens)], dtype=np.float32)}
+    tok = Tokenizer.from_metadata(md)
+    try:
+        ids = tok.encode(text, add_bos=tok.add_bos_token, parse_special=parse_special)
+    except TokenizerError:
+        return  # a character the vocabulary cannot spell at all, said by name
+    assert all(0 <= i < tok.n_vocab for i in ids)
+    tok.decode(ids)
+    tok.decode(ids, skip_special=True)
