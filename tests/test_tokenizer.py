@@ -148,8 +148,8 @@ def test_eog_name_forces_control_and_missing_eos_is_none():
 
 
 def test_unknown_model_and_pre_name_the_supported_ones():
-    with pytest.raises(UnsupportedError, match=r"'llama'.*gpt2"):
-        Tokenizer.from_metadata(synthetic_metadata(**{"tokenizer.ggml.model": "llama"}))
+    with pytest.raises(UnsupportedError, match=r"'t5'.*gpt2, llama, bert"):
+        Tokenizer.from_metadata(synthetic_metadata(**{"tokenizer.ggml.model": "t5"}))
     with pytest.raises(UnsupportedError, match=r"'falcon'.*qwen2.*smollm"):
         Tokenizer.from_metadata(synthetic_metadata(**{"tokenizer.ggml.pre": "falcon"}))
 

@@ -49,15 +49,18 @@ class BytePairEncoder:
 
     CACHE_LIMIT = 1 << 16
 
-    def __init__(self, token_to_id: dict[str, int], merge_ranks: dict[tuple[str, str], int]):
+    def __init__(self, token_to_id: dict[str, int], merge_ranks: dict[tuple[str, str], int],
+                 ignore_merges: bool = False):
         self._token_to_id = token_to_id
         self._ranks = merge_ranks
+        self._ignore_merges = ignore_merges  # Llama 3: a word that is itself a token skips the merges
         self._cache: dict[str, list[int]] = {}
 
     def encode_word(self, word: str) -> list[int]:
         ids = self._cache.get(word)
         if ids is None:
-            ids = self._ids_of(self._merge(word))
+            whole = self._token_to_id.get(word) if self._ignore_merges else None
+            ids = [whole] if whole is not None else self._ids_of(self._merge(word))
             if len(self._cache) >= self.CACHE_LIMIT:
                 self._cache.clear()
             self._cache[word] = ids

@@ -11,8 +11,10 @@ if TYPE_CHECKING:
 class IncrementalDecoder:
     """Feed ids one at a time; each add() returns the text completed by that id.
 
-    A character whose bytes span several tokens is held back until its last byte arrives. Concatenating every
-    add() and the final flush() gives exactly tokenizer.decode(ids).
+    A character whose bytes span several tokens (byte-level BPE pieces, SentencePiece's <0xNN> byte fallback) is
+    held back until its last byte arrives. Concatenating every add() and the final flush() gives the ids' pieces
+    joined, as llama.cpp's server streams them: that is tokenizer.decode(ids), except that decode() also does
+    what llama.cpp's detokenize does for a whole text (drop SentencePiece's prefix space, clean up spaces).
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special: bool = False):

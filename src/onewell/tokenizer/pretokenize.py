@@ -7,6 +7,8 @@ produced (so lookaheads never see past a piece), and text a pattern does not mat
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import regex
 
 # Qwen2 (tokenizer.json's pattern with the case-insensitive group spelled out, as llama.cpp does).
@@ -26,15 +28,54 @@ _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
 # Each digit on its own first (StarCoder-family tokenizers, SmolLM among them), then GPT-2 inside the rest.
 _SINGLE_DIGITS = r"\p{N}"
 
-# tokenizer.ggml.pre -> the patterns llama.cpp runs for it, in order. Only names whose decoding needs no
-# space clean-up (llama.cpp's clean_spaces=false) are listed, because we do not implement that clean-up.
-_PATTERNS_BY_PRE: dict[str, tuple[str, ...]] = {
-    "qwen2": (_QWEN2,),
-    "deepseek-r1-qwen": (_QWEN2,),
-    "smollm": (_SINGLE_DIGITS, _GPT2),
+# Llama 3: Qwen2's pattern with numbers in runs of up to three digits.
+_LLAMA3 = _QWEN2.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
+
+# Qwen 3.5: Qwen2's pattern with combining marks (\p{M}) counted as part of words, not punctuation.
+_QWEN35 = (
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+    r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+"
+    r"|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+"
+    r"|\s+(?!\S)"
+    r"|\s+"
+)
+
+
+@dataclass(frozen=True)
+class PreTokenizerKind:
+    """What llama.cpp does for one `tokenizer.ggml.pre` value (llama_vocab::impl::load and llm_tokenizer_bpe)."""
+    patterns: tuple[str, ...]
+    clean_spaces: bool = False  # decode() removes the space before . , ! ? and some contractions
+    ignore_merges: bool = False  # a word that is a token as a whole is that token, whatever the merges say
+    add_bos: bool = False  # llama.cpp's default when the file has no tokenizer.ggml.add_bos_token
+
+
+_LLAMA3_KIND = PreTokenizerKind((_LLAMA3,), clean_spaces=True, ignore_merges=True, add_bos=True)
+
+# tokenizer.ggml.pre -> how llama.cpp pre-tokenizes for it.
+_KINDS: dict[str, PreTokenizerKind] = {
+    "qwen2": PreTokenizerKind((_QWEN2,)),
+    "deepseek-r1-qwen": PreTokenizerKind((_QWEN2,)),
+    "qwen35": PreTokenizerKind((_QWEN35,)),
+    "smollm": PreTokenizerKind((_SINGLE_DIGITS, _GPT2)),
+    "llama-bpe": _LLAMA3_KIND,
+    "llama3": _LLAMA3_KIND,
+    "llama-v3": _LLAMA3_KIND,
 }
 
-SUPPORTED_PRE_TOKENIZERS = frozenset(_PATTERNS_BY_PRE)
+SUPPORTED_PRE_TOKENIZERS = frozenset(_KINDS)
+
+
+def pre_tokenizer_kind(pre: str) -> PreTokenizerKind:
+    kind = _KINDS.get(pre)
+    if kind is None:
+        from onewell.errors import UnsupportedError
+
+        raise UnsupportedError(f"pre-tokenizer {pre!r} (tokenizer.ggml.pre) is not supported "
+                               f"(supported: {', '.join(sorted(SUPPORTED_PRE_TOKENIZERS))})")
+    return kind
 
 
 def _split_one(piece: str, pattern: regex.Pattern) -> list[str]:
@@ -54,14 +95,9 @@ class PreTokenizer:
     """Splits text into words for one `tokenizer.ggml.pre` type."""
 
     def __init__(self, pre: str):
-        patterns = _PATTERNS_BY_PRE.get(pre)
-        if patterns is None:
-            from onewell.errors import UnsupportedError
-
-            raise UnsupportedError(
-                f"pre-tokenizer {pre!r} is not supported (supported: {', '.join(sorted(SUPPORTED_PRE_TOKENIZERS))})")
         self.pre = pre
-        self._patterns = [regex.compile(p) for p in patterns]
+        self.kind = pre_tokenizer_kind(pre)
+        self._patterns = [regex.compile(p) for p in self.kind.patterns]
 
     def split(self, text: str) -> list[str]:
         pieces = [text] if text else []

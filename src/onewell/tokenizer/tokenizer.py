@@ -1,23 +1,31 @@
 """The tokenizer a GGUF file describes: text <-> token ids, matching llama.cpp id for id."""
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from onewell.errors import OnewellError
 from onewell.tokenizer.bpe import BytePairEncoder, spell_bytes, unspell
+from onewell.tokenizer.cleanup import clean_spaces
 from onewell.tokenizer.pretokenize import PreTokenizer
+from onewell.tokenizer.spm import SPACE, SentencePieceEncoder
 from onewell.tokenizer.vocab import (
     ATTR_BYTE,
     ATTR_CONTROL,
+    ATTR_LSTRIP,
     ATTR_NORMAL,
+    ATTR_RSTRIP,
     ATTR_UNKNOWN,
     ATTR_USER_DEFINED,
     Vocab,
     read_vocab,
 )
+from onewell.tokenizer.wordpiece import WordPieceEncoder
 
 _RENDERED_AS_TEXT = ATTR_CONTROL | ATTR_UNKNOWN | ATTR_USER_DEFINED
 _SKIPPABLE = ATTR_CONTROL | ATTR_UNKNOWN  # what decode(skip_special=True) drops; user-defined tokens stay
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+_C_SPACE = " \t\n\v\f\r"  # C's isspace(), which llama.cpp strips around lstrip/rstrip special tokens
 
 
 class TokenizerError(OnewellError, ValueError):
@@ -35,12 +43,20 @@ def _without_lone_surrogates(text: str) -> str:
 
 
 class Tokenizer:
-    """Byte-level BPE tokenizer built from GGUF metadata (`Tokenizer.from_metadata(reader.metadata)`)."""
+    """The tokenizer of a GGUF file (`Tokenizer.from_metadata(reader.metadata)`): byte-level BPE (`gpt2`),
+    SentencePiece (`llama`) or WordPiece (`bert`), as `tokenizer.ggml.model` says."""
 
     def __init__(self, vocab: Vocab):
         self.vocab = vocab
-        self._pre = PreTokenizer(vocab.pre)
-        self._bpe = BytePairEncoder(vocab.token_to_id, vocab.merge_ranks)
+        self._clean_spaces = vocab.model == "bert"  # llama.cpp cleans up WordPiece text; BPE: per pre-tokenizer
+        if vocab.model == "gpt2":
+            self._pre = PreTokenizer(vocab.pre)
+            self._bpe = BytePairEncoder(vocab.token_to_id, vocab.merge_ranks, self._pre.kind.ignore_merges)
+            self._clean_spaces = self._pre.kind.clean_spaces
+        elif vocab.model == "llama":
+            self._spm = SentencePieceEncoder(vocab.token_to_id, vocab.scores, vocab.unk_id)
+        else:
+            self._wpm = WordPieceEncoder(vocab.token_to_id, vocab.unk_id, vocab.lowercase, vocab.strip_accents)
         self._pieces: list[bytes | None] = [None] * len(vocab.tokens)
         self._all_specials = [(i, vocab.tokens[i]) for i in vocab.special_ids_longest_first]
         # Without parse_special only user-defined tokens are still matched as units (llama.cpp, HF tokenizers).
@@ -93,19 +109,47 @@ class Tokenizer:
     # --- encoding ----------------------------------------------------------------------------------------------
 
     def encode(self, text: str, add_bos: bool = False, parse_special: bool = True) -> list[int]:
+        """Token ids of the text. add_bos prepends BOS (WordPiece: [CLS] before and [SEP] after, as llama.cpp's
+        add_special does); parse_special matches control tokens written in the text as single ids."""
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, not {type(text).__name__}")
         text = _without_lone_surrogates(text)
+        vocab = self.vocab
         ids: list[int] = []
-        if add_bos and self.vocab.bos_id is not None:
-            ids.append(self.vocab.bos_id)
-        for fragment in self._split_specials(text, parse_special):
+        if add_bos and vocab.bos_id is not None:
+            ids.append(vocab.bos_id)
+        fragments = self._split_specials(text, parse_special)
+        if vocab.model == "gpt2":
+            self._encode_bpe(fragments, ids)
+        elif vocab.model == "llama":
+            self._encode_spm(fragments, ids)
+        else:
+            for fragment in fragments:
+                ids.extend([fragment] if isinstance(fragment, int) else self._wpm.encode(fragment))
+            if add_bos and vocab.sep_id is not None:
+                ids.append(vocab.sep_id)
+        return ids
+
+    def _encode_bpe(self, fragments: list[str | int], ids: list[int]) -> None:
+        for fragment in fragments:
             if isinstance(fragment, int):
                 ids.append(fragment)
                 continue
             for word in self._pre.split(fragment):
                 ids.extend(self._bpe.encode_word(spell_bytes(word.encode("utf-8"))))
-        return ids
+
+    def _encode_spm(self, fragments: list[str | int], ids: list[int]) -> None:
+        # SentencePiece's leading-space rule: text at the start or right after a special token gets a space.
+        after_special = True
+        for fragment in fragments:
+            if isinstance(fragment, int):
+                ids.append(fragment)
+                after_special = True
+                continue
+            if self.vocab.add_space_prefix and after_special:
+                fragment = " " + fragment
+            ids.extend(self._spm.encode(fragment.replace(" ", SPACE)))
+            after_special = False
 
     def _split_specials(self, text: str, parse_special: bool) -> list[str | int]:
         """Cuts special tokens out of the text: longest token text first, each one splitting every text fragment
@@ -114,14 +158,20 @@ class Tokenizer:
         for token_id, token_text in (self._all_specials if parse_special else self._plain_specials):
             if token_text not in text:
                 continue
+            attr = self.vocab.attrs[token_id]
             cut: list[str | int] = []
             for fragment in fragments:
                 if isinstance(fragment, int) or token_text not in fragment:
                     cut.append(fragment)
                     continue
-                for k, part in enumerate(fragment.split(token_text)):
+                parts = fragment.split(token_text)
+                for k, part in enumerate(parts):
                     if k:
                         cut.append(token_id)
+                        if attr & ATTR_RSTRIP:
+                            part = part.lstrip(_C_SPACE)
+                    if k < len(parts) - 1 and attr & ATTR_LSTRIP:
+                        part = part.rstrip(_C_SPACE)
                     if part:
                         cut.append(part)
             fragments = cut
@@ -141,17 +191,30 @@ class Tokenizer:
         attr = self.vocab.attrs[token_id]
         text = self.vocab.tokens[token_id]
         if attr & _RENDERED_AS_TEXT:
-            return text.encode("utf-8")
+            return text.encode("utf-8", "surrogateescape")  # the reader keeps invalid UTF-8 bytes as surrogates
         if attr & ATTR_NORMAL:
-            return unspell(text)
-        if attr & ATTR_BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            if self.vocab.model == "gpt2":
+                return unspell(text)
+            return text.replace(SPACE, " ").encode("utf-8", "surrogateescape")
+        if attr & ATTR_BYTE and _BYTE_TOKEN.fullmatch(text):
             return bytes([int(text[3:5], 16)])
-        return b""  # unused / undefined tokens stand for nothing, as in llama.cpp
+        return b""  # unused / undefined tokens (and a byte token not spelled <0xNN>) stand for nothing
 
     def decode_bytes(self, ids: Iterable[int], skip_special: bool = False) -> bytes:
+        """The bytes of the ids as llama.cpp's detokenize gives them: with a SentencePiece vocabulary that adds a
+        space prefix, the first token's leading space is dropped; some vocabularies clean up spaces before
+        punctuation (clean_spaces). Streaming (IncrementalDecoder) does neither: it continues a text."""
         attrs = self.vocab.attrs
-        return b"".join(
-            self.token_bytes(i) for i in ids if not (skip_special and attrs[self._check(i)] & _SKIPPABLE))
+        pieces = []
+        for k, token_id in enumerate(ids):
+            if skip_special and attrs[self._check(token_id)] & _SKIPPABLE:
+                continue
+            piece = self.token_bytes(token_id)
+            if k == 0 and self.vocab.add_space_prefix and piece.startswith(b" "):
+                piece = piece[1:]
+            pieces.append(piece)
+        data = b"".join(pieces)
+        return clean_spaces(data) if self._clean_spaces else data
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
         """Text of the ids; bytes that do not form valid UTF-8 become U+FFFD."""
