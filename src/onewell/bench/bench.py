@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("native", "reference"), default="native",
                    help="engine to time (reference: the slow numpy oracle; ignores --threads)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random token ids (default 0)")
+    p.add_argument("--isa", choices=("generic", "avx2", "avx512"), default=None,
+                   help="cap the native core's instruction set, as ONEWELL_ISA does (shown in the header): "
+                        "measure the AVX2 path on an AVX-512 machine against a llama.cpp built for AVX2")
     bw = p.add_argument_group("memory bandwidth (measured at each thread count, before the engine runs)")
     bw.add_argument("--bandwidth-size-mb", type=positive_int, default=1024,
                     help="buffer size; keep it far above the L3 cache (default 1024)")
@@ -80,6 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run llama-bench on the same model, interleaved with onewell's repetitions "
                         "(PATH: the binary or its folder; else $LLAMA_BENCH, else llama-bench on PATH)")
     return p
+
+
+def set_isa_cap(isa: str) -> None:
+    """Cap the kernel path for this process (the native core reads ONEWELL_ISA whenever it picks a path); a cap
+    above what the CPU has would silently measure a lower path, so it is refused."""
+    os.environ["ONEWELL_ISA"] = isa
+    try:
+        from onewell._native import _core
+    except ImportError as e:
+        raise OnewellError(f"--isa needs the native core ({e})") from None
+    if _core.cpu_features().get("isa") != isa:
+        raise OnewellError(f"--isa {isa}: this CPU tops out at {_core.cpu_features().get('isa')}")
 
 
 def model_facts(path: Path, reader, spec) -> dict:
@@ -212,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             import matplotlib  # noqa: F401 - fail before measuring, not after
         except ModuleNotFoundError:
             raise OnewellError("--plot needs matplotlib: pip install 'onewell[bench]'") from None
+    if args.isa:
+        set_isa_cap(args.isa)
     log = (lambda _msg: None) if args.quiet else (lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True))
     report = run(args, log)
     json_to_stdout = args.json == "-"
