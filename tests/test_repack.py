@@ -278,13 +278,13 @@ def test_backend_logits_with_and_without_repack(r16_tiny):
         assert (on.argmax(axis=1) == off[path].argmax(axis=1)).all()
 
 
-def test_repack_defaults_to_the_simd_paths_only(r16_tiny):
+def test_repack_defaults_to_the_avx512_path_only(r16_tiny):
     for path in PATHS:
-        expected = path in ("avx512", "avx2", "avx2-vnni")   # the paths with R16 kernels of their own
+        expected = path == "avx512"
         backend = NativeBackend(r16_tiny, n_ctx=8, isa=path)
         assert backend.repack is expected
         assert (backend.info()["repacked"]["matrices"] > 0) is expected
-    assert NativeBackend(r16_tiny, n_ctx=8).repack is (nk.default_path() != "generic")
+    assert NativeBackend(r16_tiny, n_ctx=8).repack is (nk.default_path() == "avx512")
     for bad in ("yes", 1, 0.0):
         with pytest.raises(ValueError, match="repack"):
             NativeBackend(r16_tiny, n_ctx=8, repack=bad)

@@ -2,7 +2,7 @@
 
 Each forward step runs in one C call with the GIL released: every layer, the output projection and (for greedy
 decoding) the argmax. The weights stay quantized in the GGUF mapping; activations are quantized to 8 bits inside
-the matmuls, as llama.cpp does. On the AVX-512 and AVX2 kernel paths, Q8_0 and Q5_0 matrices are repacked once at load into
+the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 and Q5_0 matrices are repacked once at load into
 the Q8_0 R16 layout and Q4_1 ones into Q4_1 R16 (lossless; Q4_1's min term is taken from f32 d_x * sum(x_q)
 instead of ggml's fp16 s, a ~2^-11 relative difference of that term), which that path streams far faster; the
 copies cost memory,
@@ -60,7 +60,7 @@ class NativeBackend:
         """isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni", "avx512"; None = the best this CPU
         has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed chunk (a tuning knob; None = default).
         repack: convert Q8_0, Q5_0 and Q4_1 matrices (all but the embedding table of the token gather) to their R16
-        layout at load; None = on the paths whose fast kernels are R16 (avx512, avx2), True/False force it.
+        layout at load; None = on the avx512 path (native_kernels.R16_PATHS), True/False force it.
         Every path computes it correctly; the others just gain nothing from it."""
         self.n_ctx = _positive_int("n_ctx", n_ctx)
         threads = _positive_int("threads", threads, allow_none=True)
