@@ -24,6 +24,7 @@ import numpy as np
 from onewell.errors import OnewellError
 from onewell.runtime.backend import Backend
 from onewell.runtime.generate import common_prefix_length
+from onewell.runtime.logprobs import log_softmax, top_alternatives
 from onewell.runtime.native_multi import NativeMultiBackend, NativeSequence
 from onewell.runtime.sampling import Sampler, SamplingParams
 from onewell.serve.streaming import Alternative, Release, StopHoldback, TokenLogprob
@@ -182,16 +183,10 @@ class Slot:
 
 def token_logprob(tokenizer: Tokenizer, logits: np.ndarray, token: int, k: int) -> TokenLogprob:
     """log-softmax of the raw logits (the model's distribution, before temperature and filters)."""
-    x = np.asarray(logits, dtype=np.float64)
-    peak = x.max()
-    logp = x - (peak + np.log(np.exp(x - peak).sum()))
-    top: list[Alternative] = []
-    if k > 0:
-        best = np.argpartition(-logp, k - 1)[:k]
-        best = best[np.lexsort((best, -logp[best]))]
-        top = [_alternative(tokenizer, int(i), float(logp[i])) for i in best]
+    logp = log_softmax(logits)
+    top = tuple(_alternative(tokenizer, i, lp) for i, lp in top_alternatives(logp, k))
     chosen = _alternative(tokenizer, token, float(logp[token]))
-    return TokenLogprob(chosen.token, chosen.logprob, chosen.bytes, tuple(top))
+    return TokenLogprob(chosen.token, chosen.logprob, chosen.bytes, top)
 
 
 def _alternative(tokenizer: Tokenizer, token: int, logprob: float) -> Alternative:
