@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FUNCTION_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"
 MAX_TOOLS = 128
@@ -25,10 +25,14 @@ class ResponseFormat(BaseModel):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("response_format of type json_schema needs a json_schema object with a schema")
+        return self
+
     def as_dict(self) -> dict[str, Any] | None:
         if self.type == "json_schema":
-            if self.json_schema is None:
-                raise ValueError("response_format of type json_schema needs a json_schema object")
             return {"type": "json_schema", "json_schema": {"schema": self.json_schema.schema_}}
         return {"type": self.type}
 

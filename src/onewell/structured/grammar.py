@@ -99,7 +99,7 @@ def gbnf(text: str) -> Grammar:
     llguidance()  # the friendly error when the package is missing
     try:
         converted = gbnf_to_lark(text)
-    except (GbnfToLarkError, ValueError, KeyError, IndexError) as e:
+    except (GbnfToLarkError, Exception) as e:  # the converter raises bare Exception for unknown rules
         raise GrammarError(f"the GBNF grammar does not parse: {e}") from None
     return Grammar("gbnf", lark(converted).text)
 
