@@ -140,3 +140,19 @@ def test_unsupported_fields_are_named_and_harmless_values_pass():
     assert unsupported_fields({"user": "x", "metadata": {}, "store": False, "modalities": ["text"]}) == []
     problems = unsupported_fields({"store": True, "audio": {}, "functions": [{"name": "f"}], "best_of": 3})
     assert sorted(p.split(":")[0] for p in problems) == ["audio", "best_of", "functions", "store"]
+
+
+def test_tools_for_a_model_whose_template_cannot_render_them_are_refused():
+    from types import SimpleNamespace
+
+    from onewell.serve.structured_replies import StructuredRequestError, tool_mode
+
+    tools = [{"type": "function", "function": {"name": "add"}}]
+    req = schema.ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "x"}], "tools": tools})
+    plain = SimpleNamespace(tokenizer=SimpleNamespace(chat_template="{% for m in messages %}{{ m.content }}{% endfor %}"))
+    with pytest.raises(StructuredRequestError, match="does not render tools"):
+        tool_mode(plain, req)
+    none = schema.ChatCompletionRequest.model_validate({**req.model_dump(exclude_none=True), "tool_choice": "none"})
+    assert tool_mode(plain, none) is None  # nothing to render: fine on any model
+    qwen_like = SimpleNamespace(tokenizer=SimpleNamespace(chat_template="{% if tools %}<tool_call>{% endif %}"))
+    assert tool_mode(qwen_like, req).fmt == HERMES
