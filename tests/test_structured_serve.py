@@ -209,3 +209,17 @@ def test_logit_bias_bans_and_forces_tokens(client, server):
     forced = client.chat.completions.create(model="qwen", messages=messages, temperature=0.7, max_tokens=1,
                                             logit_bias={str(forced_id): 100})
     assert forced.choices[0].message.content == model_tokenizer.decode([forced_id])
+
+
+def test_openai_parse_with_a_pydantic_model(client):
+    from pydantic import BaseModel, Field
+
+    class Book(BaseModel):
+        title: str = Field(max_length=40)
+        year: int = Field(ge=1400, le=2030)
+        genres: list[str] = Field(min_length=1, max_length=3)
+
+    r = client.chat.completions.parse(model="qwen", messages=ask("Recommend one classic novel."),
+                                      response_format=Book, temperature=0.7, max_tokens=120, seed=11)
+    book = r.choices[0].message.parsed
+    assert isinstance(book, Book) and 1 <= len(book.genres) <= 3
