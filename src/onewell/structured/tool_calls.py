@@ -31,7 +31,7 @@ def tool_format(chat_template: str | None) -> str | None:
         return None
     if OPEN in chat_template:
         return HERMES
-    if PYTHON_TAG in chat_template or '"parameters"' in chat_template or "parameters" in chat_template:
+    if PYTHON_TAG in chat_template or "parameters" in chat_template:
         return LLAMA3_JSON
     return None
 
