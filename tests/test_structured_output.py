@@ -71,9 +71,12 @@ def smol(smollm_path):
 
 
 @pytest.mark.model
-def test_mask_allows_exactly_the_tokens_that_keep_the_text_valid(smol):
+@pytest.mark.parametrize("background", [False, True])
+def test_mask_allows_exactly_the_tokens_that_keep_the_text_valid(smol, background):
+    from onewell.structured.constraint import Constraint
+
     tok = smol.tokenizer
-    constraint = structured.json_schema({"enum": ["yes", "no"]}).constraint(tok)
+    constraint = Constraint(structured.json_schema({"enum": ["yes", "no"]}), tok, background=background)
     allowed = np.flatnonzero(constraint.allowed())
     assert allowed.size and all(tok.token_bytes(int(i)) in (b'"', b'"y', b'"n', b'"ye', b'"yes', b'"no',
                                                             b'"yes"', b'"no"') for i in allowed)
@@ -97,6 +100,17 @@ def test_generate_with_json_schema_validates_when_sampled(smol, seed):
                         seed=seed)
     jsonschema.validate(json.loads(out), ITEM)
     assert smol.last_stats.stop_reason == "eog"
+
+
+@pytest.mark.model
+def test_the_background_mask_thread_changes_nothing_in_the_tokens(smol, monkeypatch):
+    from onewell.structured.constraint import Constraint
+
+    inline = smol.generate("Give an item as JSON.", chat=True, json_schema=ITEM, max_tokens=60, temperature=0.9,
+                           seed=5)
+    monkeypatch.setattr(Constraint, "background_default", True)
+    assert smol.generate("Give an item as JSON.", chat=True, json_schema=ITEM, max_tokens=60, temperature=0.9,
+                         seed=5) == inline
 
 
 @pytest.mark.model
