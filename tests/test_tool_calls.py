@@ -75,7 +75,8 @@ def test_streaming_holds_back_a_possible_call_start_but_no_more():
 
 
 def test_llama3_json_calls():
-    content, calls = parse_tool_calls('<|python_tag|>{"name": "add", "parameters": {"a": 1, "b": 2}}', LLAMA3_JSON, NAMES)
+    text = '<|python_tag|>{"name": "add", "parameters": {"a": 1, "b": 2}}'
+    content, calls = parse_tool_calls(text, LLAMA3_JSON, NAMES)
     assert content is None and (calls[0].name, json.loads(calls[0].arguments)) == ("add", {"a": 1, "b": 2})
     _, calls = parse_tool_calls('{"name": "add", "parameters": {"a": 1, "b": 2}}; {"name": "get_weather", '
                                 '"parameters": {"city": "Rome"}}', LLAMA3_JSON, NAMES)
@@ -149,7 +150,8 @@ def test_tools_for_a_model_whose_template_cannot_render_them_are_refused():
 
     tools = [{"type": "function", "function": {"name": "add"}}]
     req = schema.ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "x"}], "tools": tools})
-    plain = SimpleNamespace(tokenizer=SimpleNamespace(chat_template="{% for m in messages %}{{ m.content }}{% endfor %}"))
+    template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    plain = SimpleNamespace(tokenizer=SimpleNamespace(chat_template=template))
     with pytest.raises(StructuredRequestError, match="does not render tools"):
         tool_mode(plain, req)
     none = schema.ChatCompletionRequest.model_validate({**req.model_dump(exclude_none=True), "tool_choice": "none"})

@@ -3,7 +3,8 @@ what the server answers (and feed /openapi.json).
 
 Requests accept unknown fields (clients send `user`, `metadata`, ...) and ignore them; a known field with a
 value we cannot honour (n > 1, audio, the deprecated functions: see openai_structured.UNSUPPORTED_FIELDS) is
-rejected with a message instead of being silently ignored. Numbers are strict: NaN, infinities and out-of-range values fail validation.
+rejected with a message instead of being silently ignored.
+Numbers are strict: NaN, infinities and out-of-range values fail validation.
 """
 from __future__ import annotations
 
@@ -80,8 +81,9 @@ class _Request(BaseModel):
 
     @model_validator(mode="after")
     def _one_constraint(self) -> _Request:
+        text_only = self.response_format is not None and self.response_format.type == "text"
         given = [name for name in ("response_format", "grammar", "json_schema")
-                 if getattr(self, name) is not None and not (name == "response_format" and self.response_format.type == "text")]
+                 if getattr(self, name) is not None and not (name == "response_format" and text_only)]
         if len(given) > 1:
             raise ValueError(f"give only one of {', '.join(given)}: each one constrains the whole reply")
         return self

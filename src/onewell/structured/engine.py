@@ -1,4 +1,4 @@
-"""The grammar engine, llguidance, imported on first use: it is an optional extra (`pip install onewell[structured]`)."""
+"""The grammar engine, llguidance, imported on first use: an optional extra (`pip install 'onewell[structured]'`)."""
 from __future__ import annotations
 
 from onewell.errors import OnewellError

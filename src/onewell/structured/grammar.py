@@ -128,7 +128,7 @@ def from_response_format(response_format: Mapping[str, Any] | None) -> Grammar |
     if kind == "json_schema":
         spec = response_format.get("json_schema")
         if not isinstance(spec, Mapping) or "schema" not in spec:
-            raise GrammarError("response_format json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}")
+            raise GrammarError('response_format json_schema needs {"json_schema": {"name": ..., "schema": {...}}}')
         return json_schema(spec["schema"])
     raise GrammarError(f"response_format type {kind!r} is not supported (use text, json_object or json_schema)")
 

@@ -5,10 +5,11 @@ grammar text can never produce them, only the end of a grammar (EOS) can. User-d
 Qwen's `<tool_call>` stay plain text, so a grammar literal "<tool_call>" matches the single token the model
 was trained to write as well as the same text spelled in pieces.
 
-Building the table walks the whole vocabulary (~0.3 s for Qwen's 151,936 tokens), so it is cached per tokenizer.
+Building the table walks the whole vocabulary (~2 s for Qwen's 151,936 tokens), so it is cached per tokenizer.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 from onewell.structured.engine import llguidance
@@ -16,6 +17,7 @@ from onewell.structured.engine import llguidance
 SPECIAL_PREFIX = b"\xff"
 
 _cache: "weakref.WeakKeyDictionary[object, object]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()  # requests on several worker threads: build each table once
 
 
 class _Wrapped:
@@ -23,7 +25,7 @@ class _Wrapped:
 
     def __init__(self, tokenizer):
         self._tokenizer = tokenizer
-        self.tokens = [SPECIAL_PREFIX + tokenizer.token_bytes(i) if tokenizer.is_control(i) else tokenizer.token_bytes(i)
+        self.tokens = [(SPECIAL_PREFIX if tokenizer.is_control(i) else b"") + tokenizer.token_bytes(i)
                        for i in range(tokenizer.n_vocab)]
         eos = tokenizer.eos_id
         self.eos_token_id = eos if eos is not None else min(tokenizer.eog_ids, default=0)
@@ -38,10 +40,11 @@ class _Wrapped:
 
 def ll_tokenizer(tokenizer):
     """The llguidance.LLTokenizer for `tokenizer` (built once, then cached while the tokenizer lives)."""
-    cached = _cache.get(tokenizer)
-    if cached is None:
-        lib = llguidance()
-        eog = sorted(tokenizer.eog_ids) or None
-        cached = lib.LLTokenizer(lib.TokenizerWrapper(_Wrapped(tokenizer)), n_vocab=tokenizer.n_vocab, eos_token=eog)
-        _cache[tokenizer] = cached
-    return cached
+    with _lock:
+        cached = _cache.get(tokenizer)
+        if cached is None:
+            lib = llguidance()
+            eog = sorted(tokenizer.eog_ids) or None
+            wrapped = lib.TokenizerWrapper(_Wrapped(tokenizer))
+            cached = _cache[tokenizer] = lib.LLTokenizer(wrapped, n_vocab=tokenizer.n_vocab, eos_token=eog)
+        return cached
