@@ -158,3 +158,30 @@ def test_tools_for_a_model_whose_template_cannot_render_them_are_refused():
     assert tool_mode(plain, none) is None  # nothing to render: fine on any model
     qwen_like = SimpleNamespace(tokenizer=SimpleNamespace(chat_template="{% if tools %}<tool_call>{% endif %}"))
     assert tool_mode(qwen_like, req).fmt == HERMES
+
+
+ALPHABET = ["<tool_call>", "</tool_call>", "<tool", "_call>", "<", ">", "\n", " ", "text", '{"name": "add", ',
+            '"arguments": {"a": 1}}', "{", "}", '"', "<|python_tag|>", '"parameters": {}}']
+
+
+def test_streamed_and_whole_parses_agree_on_arbitrary_output():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(ALPHABET), max_size=20), st.sampled_from([HERMES, LLAMA3_JSON]),
+           st.integers(1, 7))
+    def check(parts, fmt, step):
+        text = "".join(parts)
+        content, calls = parse_tool_calls(text, fmt, NAMES)
+        stream = ToolCallStream(fmt, NAMES)
+        pieces = []
+        for i in range(0, len(text), step):
+            pieces += stream.push(text[i:i + step])
+        pieces += stream.finish()
+        assert ("".join(p for p in pieces if isinstance(p, str)) or None) == content
+        assert [(c.name, c.arguments) for c in stream.calls] == [(c.name, c.arguments) for c in calls]
+        for call in calls:  # every call is well formed
+            assert call.name in NAMES and isinstance(json.loads(call.arguments), dict)
+
+    check()
