@@ -6,6 +6,8 @@ import pytest
 from onewell.runtime.sampling import (
     Sampler,
     SamplingParams,
+    apply_logit_bias,
+    apply_presence_frequency,
     apply_repeat_penalty,
     min_p_keep,
     top_p_keep,
@@ -111,7 +113,33 @@ def test_masked_tokens_are_never_drawn():
     assert set(draws(only(), logits, n=300)) == {0, 2}
 
 
+def test_logit_bias_adds_to_the_logits_and_can_ban_or_force():
+    logits = np.array(LOGITS, dtype=np.float32)
+    out = apply_logit_bias(logits, SamplingParams(logit_bias={1: -2.0, 5: 4.0}).logit_bias)
+    assert out.tolist() == pytest.approx([1.0, 1.0, 2.5, 0.5, 2.9, 3.0]) and logits[1] == 3.0  # input untouched
+    assert draws(only(temperature=0, logit_bias={1: -100}), LOGITS, n=1) == [4]
+    assert set(draws(only(logit_bias={5: 100}), LOGITS, n=200)) == {5}
+    assert set(draws(only(logit_bias={1: -100, 4: -100}), LOGITS, n=300)) == {0, 2, 3, 5}
+
+
+def test_presence_and_frequency_penalties_count_generated_tokens_only():
+    logits = np.zeros(4, dtype=np.float32)
+    out = apply_presence_frequency(logits, {1: 1, 2: 3}, presence=0.5, frequency=0.25)
+    assert out.tolist() == pytest.approx([0.0, -0.75, -1.25, 0.0])
+    # greedy with a presence penalty never repeats while an unused token is close enough
+    flat = [2.0, 1.9, 1.8, 1.7]
+    assert draws(only(temperature=0, presence_penalty=1.0), flat, n=4, history=[0, 0, 0]) == [0, 1, 2, 3]
+    assert draws(only(temperature=0), flat, n=4) == [0, 0, 0, 0]  # the prompt (history) is not counted
+    # a negative frequency penalty makes a used token ever more likely
+    assert draws(only(temperature=0, frequency_penalty=-1.0), [1.0, 1.5], n=3) == [1, 1, 1]
+
+
 @pytest.mark.parametrize("kw, fragment", [
+    (dict(presence_penalty=2.5), "presence_penalty"),
+    (dict(frequency_penalty=float("nan")), "frequency_penalty"),
+    (dict(logit_bias={-1: 1.0}), "logit_bias"),
+    (dict(logit_bias={3: 101.0}), "logit_bias"),
+    (dict(logit_bias={"3": 1.0}), "logit_bias"),
     (dict(temperature=-0.1), "temperature"),
     (dict(temperature=float("nan")), "temperature"),
     (dict(temperature=float("inf")), "temperature"),
@@ -134,3 +162,8 @@ def test_bad_parameters_are_refused_by_name(kw, fragment):
 def test_nan_logits_are_refused():
     with pytest.raises(ValueError, match="NaN"):
         Sampler(SamplingParams(seed=0)).sample(np.array([0.0, np.nan], dtype=np.float32))
+
+
+def test_logit_bias_outside_the_vocabulary_is_refused():
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        Sampler(SamplingParams(logit_bias={10: 1.0})).sample(np.zeros(4, dtype=np.float32))

@@ -98,7 +98,9 @@ def chat(**extra) -> dict:
 @pytest.mark.parametrize("bad", [
     {"temperature": float("nan")}, {"temperature": -0.5}, {"temperature": float("inf")}, {"top_p": 0},
     {"top_p": 1.5}, {"max_tokens": 0}, {"max_tokens": -3}, {"seed": -1}, {"n": 2}, {"top_k": -1},
-    {"presence_penalty": 0.5}, {"tools": [{"type": "function"}]}, {"top_logprobs": 3},
+    {"presence_penalty": 2.5}, {"frequency_penalty": float("nan")}, {"tools": [{"type": "function"}]},
+    {"top_logprobs": 3}, {"logit_bias": {"-1": 1}}, {"store": True}, {"modalities": ["audio"]},
+    {"tool_choice": "required"}, {"response_format": {"type": "json_schema"}},
     {"top_logprobs": 99, "logprobs": True}, {"stop": ["x"] * 17}, {"messages": []},
     {"messages": [{"role": "wizard", "content": "x"}]}, {"repeat_penalty": 0},
 ])

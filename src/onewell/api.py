@@ -18,6 +18,7 @@ from onewell.models.base import ModelSpec
 from onewell.models.registry import load_spec
 from onewell.runtime.backend import Backend, create_backend
 from onewell.runtime.generate import GenerationStats, check_fits, generate_tokens
+from onewell.runtime.logprobs import TokenLogprobs, token_logprobs
 from onewell.runtime.sampling import Sampler, SamplingParams
 from onewell.tokenizer import Tokenizer, render_chat, require_chat_template
 
@@ -57,6 +58,7 @@ class Model:
         self.path = path
         self._reader = reader  # keeps the mapping the quantized weights live in open
         self.last_stats = GenerationStats()
+        self.last_logprobs: list[TokenLogprobs] = []  # filled by generate(..., logprobs=k)
         self._cache_ids: list[int] = []  # tokens the backend's KV cache holds, for prefix reuse
         self._active = 0  # id of the generation allowed to use the backend; older streams are stale
 
@@ -71,30 +73,44 @@ class Model:
     # --- text in, text out -------------------------------------------------------------------------------
 
     def generate(self, prompt: str, max_tokens: int = 128, stream: bool = False, stop: Sequence[str] | None = None,
-                 chat: bool = False, **sampling) -> str | Iterator[str]:
+                 chat: bool = False, json_schema=None, response_format=None, grammar=None,
+                 logprobs: int | None = None, **sampling) -> str | Iterator[str]:
         """Continue `prompt` (or, with chat=True, answer it as a user message through the chat template).
-        Sampling keywords: temperature (0 = greedy), top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed."""
+
+        Sampling keywords: temperature (0 = greedy), top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed,
+        presence_penalty, frequency_penalty, logit_bias ({token id: bias}).
+        Structured output (one of): json_schema (a dict or JSON text), response_format (OpenAI's dict:
+        {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}), grammar (Lark or
+        GBNF text, or an onewell.structured.Grammar). logprobs=k: `last_logprobs` then holds, per generated
+        token, its logprob and the k most likely alternatives."""
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
+        options = dict(json_schema=json_schema, response_format=response_format, grammar=grammar,
+                       logprobs=logprobs)
         if chat:
             return self.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, stream=stream,
-                             stop=stop, **sampling)
+                             stop=stop, **options, **sampling)
         ids = self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token, parse_special=True)
-        return self._run(ids, max_tokens, stream, stop, sampling)
+        return self._run(ids, max_tokens, stream, stop, sampling, **options)
 
     def chat(self, messages: list[dict], max_tokens: int = 128, stream: bool = False,
-             stop: Sequence[str] | None = None, **sampling) -> str | Iterator[str]:
-        """Reply to a conversation [{"role": "user", "content": ...}, ...] rendered by the model's template."""
-        ids = self.tokenize_chat(messages)
-        return self._run(ids, max_tokens, stream, stop, sampling)
+             stop: Sequence[str] | None = None, json_schema=None, response_format=None, grammar=None,
+             logprobs: int | None = None, tools: list[dict] | None = None, **sampling) -> str | Iterator[str]:
+        """Reply to a conversation [{"role": "user", "content": ...}, ...] rendered by the model's template.
+        `tools` (OpenAI's [{"type": "function", "function": {...}}]) are rendered into the prompt by the
+        template; onewell.structured.tool_calls.parse_tool_calls reads the calls out of the reply. Other keywords as generate()."""
+        ids = self.tokenize_chat(messages, tools=tools)
+        return self._run(ids, max_tokens, stream, stop, sampling, json_schema=json_schema,
+                         response_format=response_format, grammar=grammar, logprobs=logprobs)
 
-    def tokenize_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+    def tokenize_chat(self, messages: list[dict], add_generation_prompt: bool = True,
+                      tools: list[dict] | None = None) -> list[int]:
         tok = self.tokenizer
         template = require_chat_template(tok.chat_template, self.spec.metadata.get("general.name", "this model"))
         bos = tok.token_text(tok.bos_id) if tok.bos_id is not None else ""
         eos = tok.token_text(tok.eos_id) if tok.eos_id is not None else ""
         text = render_chat(template, messages, add_generation_prompt=add_generation_prompt,
-                           bos_token=bos, eos_token=eos)
+                           bos_token=bos, eos_token=eos, **({"tools": tools} if tools else {}))
         # Templates that write the BOS text themselves must not get a second one.
         add_bos = tok.add_bos_token and not (bos and text.startswith(bos))
         return tok.encode(text, add_bos=add_bos, parse_special=True)
@@ -102,23 +118,37 @@ class Model:
     # --- the loop ----------------------------------------------------------------------------------------
 
     def _run(self, ids: list[int], max_tokens: int, stream: bool, stop: Sequence[str] | None,
-             sampling: dict) -> str | Iterator[str]:
+             sampling: dict, json_schema=None, response_format=None, grammar=None,
+             logprobs: int | None = None) -> str | Iterator[str]:
         if isinstance(stop, str):
             stop = [stop]
         sampler = Sampler(SamplingParams(**sampling))  # bad settings fail here, before anything runs
         check_fits(self.n_ctx, len(ids), max_tokens)  # and so does a prompt that cannot fit, even when streaming
+        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int) or logprobs < 0):
+            raise ValueError(f"logprobs must be a non-negative integer (alternatives per token) or None, got {logprobs!r}")
+        constraint = None
+        if json_schema is not None or response_format is not None or grammar is not None:
+            from onewell import structured
+
+            chosen = structured.from_options(json_schema, response_format, grammar)
+            constraint = chosen.constraint(self.tokenizer) if chosen is not None else None
         self._active += 1
-        chunks = self._stream(ids, max_tokens, sampler, list(stop or ()), self._active)
+        chunks = self._stream(ids, max_tokens, sampler, list(stop or ()), self._active, constraint, logprobs)
         if stream:
             return chunks
         return "".join(chunks)
 
     def _stream(self, ids: list[int], max_tokens: int, sampler: Sampler, stop: list[str],
-                generation: int) -> Iterator[str]:
+                generation: int, constraint=None, logprobs: int | None = None) -> Iterator[str]:
         stats = GenerationStats()
         self.last_stats = stats
+        self.last_logprobs: list[TokenLogprobs] = []
+        observe = None
+        if logprobs is not None:
+            def observe(token, logits):
+                self.last_logprobs.append(token_logprobs(self.tokenizer, logits, token, logprobs))
         chunks = generate_tokens(self.backend, self.tokenizer, ids, max_tokens, sampler, stop=stop,
-                                 stats=stats, cache_ids=self._cache_ids)
+                                 stats=stats, cache_ids=self._cache_ids, constraint=constraint, observe=observe)
         while True:
             # Checked before every step: a stale stream must not append to a cache a newer call now owns.
             if generation != self._active:

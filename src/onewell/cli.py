@@ -127,14 +127,38 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     load = _engine("onewell.api", "load", "run")
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    constraint = _constraint_options(args)  # a bad schema fails before the model loads
     model = load(args.model, backend=args.backend, threads=args.threads)
-    for chunk in model.generate(prompt, max_tokens=args.n, stream=True, chat=args.chat, **_sampling_kwargs(args)):
+    for chunk in model.generate(prompt, max_tokens=args.n, stream=True, chat=args.chat, **constraint,
+                                **_sampling_kwargs(args)):
         sys.stdout.write(chunk)
         sys.stdout.flush()
     sys.stdout.write("\n")
     sys.stdout.flush()
     print(_format_stats(model.last_stats), file=sys.stderr)
     return 0
+
+
+def _constraint_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--json-schema FILE / --grammar FILE as generate() keywords, checked now (GrammarError names the problem)."""
+    if args.json_schema is None and args.grammar is None:
+        return {}
+    from onewell import structured
+
+    path = args.json_schema or args.grammar
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise structured.GrammarError(f"cannot read {path}: {e}") from None
+    if args.json_schema is not None:
+        try:
+            return {"grammar": structured.json_schema(text)}
+        except structured.GrammarError as e:
+            raise structured.GrammarError(f"{path}: {e}") from None
+    try:
+        return {"grammar": structured.any_grammar(text)}
+    except structured.GrammarError as e:
+        raise structured.GrammarError(f"{path}: {e}") from None
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -252,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--chat", dest="chat", action="store_true", default=True,
                       help="wrap the prompt in the model's chat template (default)")
     mode.add_argument("--raw", dest="chat", action="store_false", help="feed the prompt as plain text")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json-schema", metavar="FILE", help="the reply is JSON matching this JSON Schema file")
+    shape.add_argument("--grammar", metavar="FILE", help="the reply matches this Lark or GBNF grammar file")
     _add_sampling_options(p)
     _add_engine_options(p)
     p.set_defaults(func=cmd_run)

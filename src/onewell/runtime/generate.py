@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -137,12 +137,18 @@ def generate_tokens(
     stop: Sequence[str] = (),
     stats: GenerationStats | None = None,
     cache_ids: list[int] | None = None,
+    constraint=None,
+    observe: Callable[[int, np.ndarray], None] | None = None,
 ) -> Iterator[str]:
     """Yield the text of up to `max_tokens` new tokens. Stops at an end-of-generation token (not emitted)
     or a stop string (neither it nor anything after it emitted). `stats` is filled as it goes.
 
     `cache_ids`: the tokens the backend's KV cache holds, kept by the caller across calls; the common
-    prefix with this prompt is not evaluated again. None starts from an empty cache."""
+    prefix with this prompt is not evaluated again. None starts from an empty cache.
+
+    `constraint` (onewell.structured Constraint): the grammar masks the logits before each draw, and the
+    generation ends (stop_reason "eog") as soon as the grammar is complete. `observe(token, logits)` sees
+    every drawn token with the model's raw logits (logprobs are computed there)."""
     prompt_ids = [int(t) for t in prompt_ids]
     check_fits(backend.n_ctx, len(prompt_ids), max_tokens)
     stats = stats if stats is not None else GenerationStats()
@@ -163,12 +169,16 @@ def generate_tokens(
         started = time.perf_counter()
         if step > 0:
             logits = decode_step(backend, history[-1], cache_ids)
-        token = sampler.sample(logits, history)
+        token = sampler.sample(constraint.mask(logits) if constraint is not None else logits, history)
+        if observe is not None:
+            observe(token, logits)
         stats.gen_seconds += time.perf_counter() - started
         stats.gen_tokens += 1
         if token in eog:
             stats.stop_reason = "eog"
             break
+        if constraint is not None:
+            constraint.accept(token)
         history.append(token)
         text = stop_filter.push(decoder.add(token))
         if text:
@@ -176,6 +186,9 @@ def generate_tokens(
         if stop_filter.stopped:
             stats.stop_reason = "stop"
             return
+        if constraint is not None and constraint.finished:  # nothing but an end token could follow
+            stats.stop_reason = "eog"
+            break
     else:
         stats.stop_reason = "length"
     tail = stop_filter.push(decoder.flush())

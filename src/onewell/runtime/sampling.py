@@ -1,14 +1,19 @@
-"""Turn logits into the next token: repetition penalty, then top-k, top-p, min-p, temperature, and a draw.
+"""Turn logits into the next token: logit bias, repetition penalty, presence/frequency penalties, then top-k,
+top-p, min-p, temperature, and a draw.
 
 The order and the meaning of each knob follow llama.cpp's default sampler chain, so the same settings
 behave alike: the truncation filters look at the probabilities before temperature, temperature only
-reshapes what is left. Temperature 0 means greedy (argmax after the penalty).
+reshapes what is left. Temperature 0 means greedy (argmax after the bias and penalties).
+
+logit_bias, presence_penalty and frequency_penalty have OpenAI's meaning: a bias is added to a token's logit
+(-100 bans it, +100 all but forces it); the penalties subtract `presence` once from every token the reply
+has used so far and `frequency` × its count, counting only generated tokens (not the prompt).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +27,9 @@ class SamplingParams:
     repeat_penalty: float = 1.0  # > 1 discourages tokens seen in the last repeat_last_n; 1 = off
     repeat_last_n: int = 64   # history window of the penalty; 0 = off, -1 = whole history
     seed: int | None = None   # None: a fresh random stream; an int: the same tokens every time
+    presence_penalty: float = 0.0   # OpenAI: subtracted once from each token already generated; 0 = off
+    frequency_penalty: float = 0.0  # OpenAI: subtracted per occurrence in the generated tokens; 0 = off
+    logit_bias: Mapping[int, float] | tuple = ()  # {token id: bias added to its logit}; stored as sorted pairs
 
     def __post_init__(self) -> None:
         def number(name: str) -> float:
@@ -50,10 +58,26 @@ class SamplingParams:
             raise ValueError(f"repeat_last_n must be >= -1 (-1 = whole history, 0 = off), got {self.repeat_last_n}")
         if self.seed is not None and (integer("seed") < 0):
             raise ValueError(f"seed must be a non-negative integer or None, got {self.seed}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2.0 <= number(name) <= 2.0:
+                raise ValueError(f"{name} must be in [-2, 2] (0 = off), got {getattr(self, name)}")
+        object.__setattr__(self, "logit_bias", _bias_pairs(self.logit_bias))
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+def _bias_pairs(bias) -> tuple[tuple[int, float], ...]:
+    items = bias.items() if isinstance(bias, Mapping) else bias
+    pairs = {}
+    for token, value in items:
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)) or token < 0:
+            raise ValueError(f"logit_bias keys must be token ids (non-negative integers), got {token!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -100.0 <= value <= 100.0:
+            raise ValueError(f"logit_bias values must be numbers in [-100, 100], got {value!r} for token {token}")
+        pairs[int(token)] = float(value)
+    return tuple(sorted(pairs.items()))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -71,6 +95,29 @@ def apply_repeat_penalty(logits: np.ndarray, history: Sequence[int], penalty: fl
     out = logits.copy()
     values = out[seen]
     out[seen] = np.where(values > 0, values / penalty, values * penalty)
+    return out
+
+
+def apply_logit_bias(logits: np.ndarray, pairs: Sequence[tuple[int, float]]) -> np.ndarray:
+    if not pairs:
+        return logits
+    ids = np.array([t for t, _ in pairs], dtype=np.int64)
+    if ids[-1] >= len(logits):
+        raise ValueError(f"logit_bias names token {int(ids[-1])}, outside the vocabulary of {len(logits)}")
+    out = logits.copy()
+    out[ids] += np.array([b for _, b in pairs], dtype=np.float32)
+    return out
+
+
+def apply_presence_frequency(logits: np.ndarray, counts: Mapping[int, int], presence: float,
+                             frequency: float) -> np.ndarray:
+    """OpenAI's penalties over the tokens generated so far: logit -= presence + frequency × count."""
+    if (presence == 0.0 and frequency == 0.0) or not counts:
+        return logits
+    ids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+    n = np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+    out = logits.copy()
+    out[ids] -= presence + frequency * n
     return out
 
 
@@ -113,19 +160,30 @@ class Sampler:
     def __init__(self, params: SamplingParams | None = None):
         self.params = params or SamplingParams()
         self.rng = np.random.default_rng(self.params.seed)
+        self.counts: dict[int, int] = {}  # generated tokens so far, for the presence/frequency penalties
 
     def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        """Draw the next token; `history` (prompt and reply) feeds the repeat penalty. The drawn token counts
+        as generated for the presence/frequency penalties of later draws."""
+        token = self._draw(logits, history)
+        self.counts[token] = self.counts.get(token, 0) + 1
+        return token
+
+    def _draw(self, logits: np.ndarray, history: Sequence[int]) -> int:
         p = self.params
         logits = np.asarray(logits, dtype=np.float32).reshape(-1)
         if logits.size == 0:
             raise ValueError("cannot sample from empty logits")
         if np.isnan(logits).any() or np.isposinf(logits).any() or np.isneginf(logits).all():
             raise ValueError("logits contain NaN or +inf, or are all -inf: nothing valid to sample from")
+        logits = apply_logit_bias(logits, p.logit_bias)
         logits = apply_repeat_penalty(logits, history, p.repeat_penalty, p.repeat_last_n)
+        logits = apply_presence_frequency(logits, self.counts, p.presence_penalty, p.frequency_penalty)
         if p.greedy:
             return int(np.argmax(logits))
 
-        ids, cand = top_k_filter(np.arange(len(logits)), logits, p.top_k)  # sorted best first
+        ids = np.flatnonzero(logits > -np.inf)  # banned (bias, grammar mask) tokens leave before the sort
+        ids, cand = top_k_filter(ids, logits[ids], p.top_k)  # sorted best first
         probs = softmax(cand.astype(np.float64))
         n = top_p_keep(probs, p.top_p)
         n = min(n, min_p_keep(probs[:n], p.min_p))

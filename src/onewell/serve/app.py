@@ -45,6 +45,8 @@ from onewell.serve.scheduler import (PREFILL_CHUNK, Chunk, Done, Failed, Generat
                                      Scheduler, Usage)
 from onewell.serve.slot_backends import slot_backends
 from onewell.serve.streaming import SSE_DONE, TokenLogprob, sse
+from onewell.serve.structured_replies import (ReplyShaper, StructuredRequestError, constraint_for, request_grammar,
+                                              tool_mode)
 
 log = logging.getLogger("onewell.serve")
 
@@ -132,7 +134,8 @@ def parse(model: type[BaseModel], data: dict[str, Any]) -> Any:
 
 
 def chat_prompt_ids(model: Any, req: schema.ChatCompletionRequest) -> list[int]:
-    return model.tokenize_chat([m.for_template() for m in req.messages])
+    tools = [t.for_template() for t in req.active_tools()] or None
+    return model.tokenize_chat([m.for_template() for m in req.messages], tools=tools)
 
 
 def completion_prompt_ids(model: Any, req: schema.CompletionRequest) -> list[int]:
@@ -194,8 +197,15 @@ def generation_request(state: ServerState, req, prompt_ids: list[int]) -> Genera
     except ValueError as e:
         raise ApiError(400, str(e)) from None
     try:
+        bias = req.logit_bias_ids()
+        outside = [t for t in bias if t >= state.model.tokenizer.n_vocab]
+        if outside:
+            raise ApiError(400, f"logit_bias names token {outside[0]}, outside the vocabulary "
+                                f"[0, {state.model.tokenizer.n_vocab})", param="logit_bias")
         sampling = SamplingParams(temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, min_p=req.min_p,
-                                  repeat_penalty=req.repeat_penalty, seed=req.seed)
+                                  repeat_penalty=req.repeat_penalty, seed=req.seed,
+                                  presence_penalty=req.presence_penalty or 0.0,
+                                  frequency_penalty=req.frequency_penalty or 0.0, logit_bias=bias)
     except ValueError as e:
         raise ApiError(400, str(e)) from None
     return GenerationRequest(prompt_ids=prompt_ids, max_tokens=max_tokens, sampling=sampling,
@@ -280,11 +290,27 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:24]}"
 
 
+async def structured_request(state: ServerState, req, prompt_ids: list[int], mode=None) -> GenerationRequest:
+    """generation_request plus the grammar constraint the request asks for (400 when it cannot be used)."""
+    try:
+        grammar = request_grammar(req, mode)
+        generation = generation_request(state, req, prompt_ids)
+        generation.constraint = await constraint_for(state.model, grammar)
+    except StructuredRequestError as e:
+        raise ApiError(400, str(e), param=e.param) from None
+    return generation
+
+
 async def chat_completions(request: Request) -> Response:
     state = _state(request)
     req = parse(schema.ChatCompletionRequest, await read_json(request))
+    try:
+        mode = tool_mode(state.model, req)
+    except StructuredRequestError as e:
+        raise ApiError(400, str(e), param=e.param) from None
     prompt_ids = await prompt_ids_for(state, chat_prompt_ids, req)
-    job = submit(state, generation_request(state, req, prompt_ids))
+    job = submit(state, await structured_request(state, req, prompt_ids, mode))
+    shaper = ReplyShaper(mode)
     head = {"id": _new_id("chatcmpl"), "created": int(time.time()), "model": state.model_name}
     want_logprobs = req.logprobs
 
@@ -300,10 +326,17 @@ async def chat_completions(request: Request) -> Response:
             async for event in events_until_done(job, None):  # ends at Done/Failed; cancelled with the stream
                 if isinstance(event, Chunk):
                     lp = {"content": [e.as_openai() for e in event.release.logprobs]} if want_logprobs else None
-                    yield chunk({"content": event.release.text} if event.release.text else {}, logprobs=lp)
+                    deltas = shaper.push(event.release.text)
+                    if lp is not None or not deltas:  # logprobs travel even when the text is held back
+                        deltas = deltas or [{}]
+                    for i, delta in enumerate(deltas):
+                        yield chunk(delta, logprobs=lp if i == 0 else None)
                 elif isinstance(event, Done):
+                    for delta in shaper.finish():
+                        yield chunk(delta)
+                    reason = shaper.finish_reason(event.finish_reason)
                     last = {**head, "object": "chat.completion.chunk",
-                            "choices": [{"index": 0, "delta": {}, "finish_reason": event.finish_reason,
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": reason,
                                          "logprobs": None}],
                             "timings": timings_json(event.usage)}
                     if include_usage:  # OpenAI's form: usage in an extra chunk with no choices
@@ -320,10 +353,11 @@ async def chat_completions(request: Request) -> Response:
         return event_stream(body(), job)
 
     text, entries, done = await collect(job, request)
-    message = {"role": "assistant", "content": text}
+    message = shaper.message(text)
     logprobs = {"content": [e.as_openai() for e in entries]} if want_logprobs else None
     return JSONResponse({**head, "object": "chat.completion",
-                         "choices": [{"index": 0, "message": message, "finish_reason": done.finish_reason,
+                         "choices": [{"index": 0, "message": message,
+                                      "finish_reason": shaper.finish_reason(done.finish_reason),
                                       "logprobs": logprobs}],
                          "usage": usage_json(done.usage), "timings": timings_json(done.usage)})
 
@@ -332,7 +366,7 @@ async def completions(request: Request) -> Response:
     state = _state(request)
     req = parse(schema.CompletionRequest, await read_json(request))
     prompt_ids = await prompt_ids_for(state, completion_prompt_ids, req)
-    job = submit(state, generation_request(state, req, prompt_ids))
+    job = submit(state, await structured_request(state, req, prompt_ids))
     head = {"id": _new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
             "model": state.model_name}
     want_logprobs = req.logprobs is not None

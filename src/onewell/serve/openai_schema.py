@@ -2,8 +2,9 @@
 what the server answers (and feed /openapi.json).
 
 Requests accept unknown fields (clients send `user`, `metadata`, ...) and ignore them; a known field with a
-value we cannot honour (n > 1, a non-zero presence penalty, tools) is rejected with a message instead of
-being silently ignored. Numbers are strict: NaN, infinities and out-of-range values fail validation.
+value we cannot honour (n > 1, audio, the deprecated functions: see openai_structured.UNSUPPORTED_FIELDS) is
+rejected with a message instead of being silently ignored.
+Numbers are strict: NaN, infinities and out-of-range values fail validation.
 """
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from onewell.serve.openai_structured import (MAX_LOGIT_BIAS, MAX_TOOLS, AssistantToolCall, ResponseFormat, ToolChoice,
+                                             ToolDefinition, unsupported_fields)
+
 # Floats that must be finite: pydantic otherwise lets NaN/inf through (Python's json accepts them).
 Temperature = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
 TopP = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 MinP = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(gt=0.0, le=100.0, allow_inf_nan=False)]
-ZeroOnlyPenalty = Annotated[float, Field(allow_inf_nan=False)]
+OpenAIPenalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
+Bias = Annotated[float, Field(ge=-100.0, le=100.0, allow_inf_nan=False)]
 
 MAX_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
@@ -33,13 +38,27 @@ class _Request(BaseModel):
     stop: str | list[str] | None = Field(None, description=f"up to {MAX_STOP_STRINGS} strings that end the reply")
     stream: bool = False
     n: int = Field(1, description="only 1 is supported")
-    presence_penalty: ZeroOnlyPenalty | None = Field(None, description="only 0 is supported")
-    frequency_penalty: ZeroOnlyPenalty | None = Field(None, description="only 0 is supported")
+    presence_penalty: OpenAIPenalty | None = Field(None, description="subtracted from tokens the reply has used")
+    frequency_penalty: OpenAIPenalty | None = Field(None, description="subtracted per use in the reply")
+    logit_bias: dict[str, Bias] | None = Field(None, description="{token id: bias added to its logit}")
+    response_format: ResponseFormat | None = Field(None, description="text, json_object or json_schema")
+    # llama.cpp-style extensions for constrained decoding
+    grammar: str | None = Field(None, description="Lark (llguidance) or GBNF grammar the reply must match")
+    json_schema: dict[str, Any] | None = Field(None, description="JSON Schema the reply must match")
     # llama.cpp-style extensions
     top_k: int = Field(0, ge=0, description="keep the k most likely tokens; 0 = off")
     min_p: MinP = 0.0
     repeat_penalty: Penalty = 1.0
     ignore_eos: bool = Field(False, description="keep generating past end-of-generation tokens")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            problems = unsupported_fields(data)
+            if problems:
+                raise ValueError("; ".join(problems))
+        return data
 
     @field_validator("n")
     @classmethod
@@ -48,12 +67,32 @@ class _Request(BaseModel):
             raise ValueError("only n=1 is supported")
         return n
 
-    @field_validator("presence_penalty", "frequency_penalty")
+    @field_validator("logit_bias")
     @classmethod
-    def _zero_penalty(cls, value: float | None) -> float | None:
-        if value not in (None, 0.0):
-            raise ValueError("is not supported; use repeat_penalty (llama.cpp style) instead")
-        return value
+    def _token_ids(cls, bias: dict[str, float] | None) -> dict[str, float] | None:
+        if bias is None:
+            return None
+        if len(bias) > MAX_LOGIT_BIAS:
+            raise ValueError(f"at most {MAX_LOGIT_BIAS} logit_bias entries are supported")
+        for key in bias:
+            if not key.isdigit():
+                raise ValueError(f"keys must be token ids (non-negative integers as strings), got {key!r}")
+        return bias
+
+    @model_validator(mode="after")
+    def _one_constraint(self) -> _Request:
+        text_only = self.response_format is not None and self.response_format.type == "text"
+        given = [name for name in ("response_format", "grammar", "json_schema")
+                 if getattr(self, name) is not None and not (name == "response_format" and text_only)]
+        if len(given) > 1:
+            raise ValueError(f"give only one of {', '.join(given)}: each one constrains the whole reply")
+        return self
+
+    def logit_bias_ids(self) -> dict[int, float]:
+        return {int(k): v for k, v in (self.logit_bias or {}).items()}
+
+    def response_format_dict(self) -> dict[str, Any] | None:
+        return self.response_format.as_dict() if self.response_format is not None else None
 
     @field_validator("stop")
     @classmethod
@@ -83,6 +122,8 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[AssistantToolCall] | None = Field(None, description="an assistant turn's calls")
+    tool_call_id: str | None = Field(None, description="the call a tool message answers")
 
     def text(self) -> str:
         if self.content is None:
@@ -97,6 +138,10 @@ class ChatMessage(BaseModel):
         message: dict[str, Any] = {"role": role, "content": self.text()}
         if self.name is not None:
             message["name"] = self.name
+        if self.tool_calls:
+            message["tool_calls"] = [call.for_template() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
         return message
 
 
@@ -106,14 +151,35 @@ class ChatCompletionRequest(_Request):
     top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     max_completion_tokens: int | None = Field(None, ge=1, description="newer name of max_tokens")
     stream_options: StreamOptions | None = None
-    tools: list[Any] | None = Field(None, description="not supported (must be absent or empty)")
+    tools: list[ToolDefinition] | None = Field(None, max_length=MAX_TOOLS, description="functions the model may call")
+    tool_choice: ToolChoice | None = Field(None, description="auto (default with tools), none, required, or "
+                                                             "{\"type\": \"function\", \"function\": {\"name\": ...}}")
+    parallel_tool_calls: bool = Field(True, description="allow more than one call in a reply")
 
-    @field_validator("tools")
-    @classmethod
-    def _no_tools(cls, tools: list[Any] | None) -> list[Any] | None:
-        if tools:
-            raise ValueError("tool calling is not supported by this server")
-        return tools
+    @model_validator(mode="after")
+    def _tool_choice_needs_tools(self) -> ChatCompletionRequest:
+        choice = self.tool_choice
+        if choice not in (None, "none", "auto") and not self.tools:
+            raise ValueError("tool_choice other than none/auto needs tools")
+        if isinstance(choice, BaseModel) and choice.function.name not in {t.function.name for t in self.tools}:
+            raise ValueError(f"tool_choice names function {choice.function.name!r}, which is not among the tools")
+        if self.tools and choice not in (None, "none", "auto") and (self.grammar or self.json_schema or (
+                self.response_format is not None and self.response_format.type != "text")):
+            raise ValueError("a required tool call and a response format/grammar cannot both constrain the reply")
+        return self
+
+    def active_tools(self) -> list[ToolDefinition]:
+        """The tools rendered into the prompt: none when tool_choice is "none"."""
+        return [] if not self.tools or self.tool_choice == "none" else list(self.tools)
+
+    def forced_tools(self) -> list[ToolDefinition]:
+        """The tools one of which the reply must call (required / named), else []."""
+        choice = self.tool_choice
+        if not self.tools or choice in (None, "none", "auto"):
+            return []
+        if choice == "required":
+            return list(self.tools)
+        return [t for t in self.tools if t.function.name == choice.function.name]
 
     @model_validator(mode="after")
     def _top_logprobs_needs_logprobs(self) -> ChatCompletionRequest:
@@ -198,15 +264,31 @@ class Usage(BaseModel):
     prompt_tokens_details: PromptTokensDetails
 
 
+class ResponseFunction(BaseModel):
+    name: str
+    arguments: str = Field(description="JSON text of the arguments object")
+
+
+class ResponseToolCall(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: ResponseFunction
+
+
+class StreamedToolCall(ResponseToolCall):
+    index: int
+
+
 class AssistantMessage(BaseModel):
     role: Literal["assistant"]
-    content: str
+    content: str | None = Field(description="null when the reply is only tool calls")
+    tool_calls: list[ResponseToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    finish_reason: Literal["stop", "length"]
+    finish_reason: Literal["stop", "length", "tool_calls"]
     logprobs: ChoiceLogprobs | None
 
 
@@ -222,12 +304,13 @@ class ChatCompletionResponse(BaseModel):
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[StreamedToolCall] | None = Field(None, description="each call whole, in one delta")
 
 
 class ChatChunkChoice(BaseModel):
     index: int
     delta: ChatDelta
-    finish_reason: Literal["stop", "length"] | None
+    finish_reason: Literal["stop", "length", "tool_calls"] | None
     logprobs: ChoiceLogprobs | None = None
 
 

@@ -17,13 +17,14 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from onewell.errors import OnewellError
 from onewell.runtime.backend import Backend
 from onewell.runtime.generate import common_prefix_length
+from onewell.runtime.logprobs import log_softmax, top_alternatives
 from onewell.runtime.native_multi import NativeMultiBackend, NativeSequence
 from onewell.runtime.sampling import Sampler, SamplingParams
 from onewell.serve.streaming import Alternative, Release, StopHoldback, TokenLogprob
@@ -48,6 +49,7 @@ class GenerationRequest:
     stop: Sequence[str] = ()
     logprobs: int | None = None  # None: off; k: the chosen token's logprob and the k most likely alternatives
     ignore_eos: bool = False
+    constraint: Any = None  # onewell.structured Constraint: masks the logits, ends the reply when complete
 
 
 @dataclass
@@ -148,21 +150,27 @@ class Slot:
         """Sample from the logits of the last fed token; returns the events for the job."""
         if self.pending:
             return []  # still prefilling: these logits belong to a prompt token
-        token = self.sampler.sample(logits, self.history)
+        req = self.job.request
+        constraint = req.constraint
+        token = self.sampler.sample(constraint.mask(logits) if constraint is not None else logits, self.history)
         now = time.perf_counter()
         if self.first_token_at is None:
             self.first_token_at = now
         self.generated += 1
-        req = self.job.request
         logprob = token_logprob(self.tokenizer, logits, token, req.logprobs) if req.logprobs is not None else None
 
         if token in self.tokenizer.eog_ids and not req.ignore_eos:
             return self._finish("stop", self.holdback.finish(self.decoder.flush()), logprob)
+        if constraint is not None:
+            constraint.accept(token)
         self.history.append(token)
         self.next_input = [token]
         release = self.holdback.push(self.decoder.add(token), logprob)
         if self.holdback.stopped:
             return self._finish("stop", release)
+        if constraint is not None and constraint.finished:  # the grammar is complete: only an end token could follow
+            tail = self.holdback.finish(self.decoder.flush())
+            return self._finish("stop", Release(release.text + tail.text, release.logprobs + tail.logprobs))
         if self.generated >= req.max_tokens:
             tail = self.holdback.finish(self.decoder.flush())
             return self._finish("length", Release(release.text + tail.text, release.logprobs + tail.logprobs))
@@ -182,16 +190,10 @@ class Slot:
 
 def token_logprob(tokenizer: Tokenizer, logits: np.ndarray, token: int, k: int) -> TokenLogprob:
     """log-softmax of the raw logits (the model's distribution, before temperature and filters)."""
-    x = np.asarray(logits, dtype=np.float64)
-    peak = x.max()
-    logp = x - (peak + np.log(np.exp(x - peak).sum()))
-    top: list[Alternative] = []
-    if k > 0:
-        best = np.argpartition(-logp, k - 1)[:k]
-        best = best[np.lexsort((best, -logp[best]))]
-        top = [_alternative(tokenizer, int(i), float(logp[i])) for i in best]
+    logp = log_softmax(logits)
+    top = tuple(_alternative(tokenizer, i, lp) for i, lp in top_alternatives(logp, k))
     chosen = _alternative(tokenizer, token, float(logp[token]))
-    return TokenLogprob(chosen.token, chosen.logprob, chosen.bytes, tuple(top))
+    return TokenLogprob(chosen.token, chosen.logprob, chosen.bytes, top)
 
 
 def _alternative(tokenizer: Tokenizer, token: int, logprob: float) -> Alternative:
