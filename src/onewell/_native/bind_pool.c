@@ -335,20 +335,28 @@ static PyObject *py_rmsnorm(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* rope_table(cs, pos_i32, n_tok, n_rot, freq_base) */
+/* rope_table(cs, pos_i32, n_tok, n_rot, freq_base[, freq_factors_f32 or None]) */
 static PyObject *py_rope_table(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer cs = {0}, pos = {0};
+    Py_buffer cs = {0}, pos = {0}, ff = {0};
+    PyObject *ff_obj = Py_None;
     long long n_tok, n_rot;
     float base;
-    if (!PyArg_ParseTuple(args, "w*y*LLf", &cs, &pos, &n_tok, &n_rot, &base)) return NULL;
-    Py_buffer *bufs[] = {&cs, &pos};
-    if (n_rot < 2 || n_rot % 2 || prod(n_tok, n_rot) < 0) { release(bufs, 2); return PyErr_Format(PyExc_ValueError, "bad rope table shape"); }
-    if (need(&cs, prod(n_tok, n_rot), 4, "cs") < 0 || need(&pos, n_tok, 4, "pos") < 0) { release(bufs, 2); return NULL; }
+    if (!PyArg_ParseTuple(args, "w*y*LLf|O", &cs, &pos, &n_tok, &n_rot, &base, &ff_obj)) return NULL;
+    Py_buffer *bufs[] = {&cs, &pos, &ff};
+    if (ff_obj != Py_None && PyObject_GetBuffer(ff_obj, &ff, PyBUF_C_CONTIGUOUS) < 0) { release(bufs, 2); return NULL; }
+    const int nb = ff_obj != Py_None ? 3 : 2;
+    if (n_rot < 2 || n_rot % 2 || prod(n_tok, n_rot) < 0) { release(bufs, nb); return PyErr_Format(PyExc_ValueError, "bad rope table shape"); }
+    if (need(&cs, prod(n_tok, n_rot), 4, "cs") < 0 || need(&pos, n_tok, 4, "pos") < 0 ||
+        (nb == 3 && need(&ff, n_rot / 2, 4, "freq_factors") < 0)) {
+        release(bufs, nb);
+        return NULL;
+    }
+    const float *factors = nb == 3 ? ff.buf : NULL;
     Py_BEGIN_ALLOW_THREADS
-    ow_rope_table_f32(cs.buf, pos.buf, n_tok, n_rot, base);
+    ow_rope_table_ff_f32(cs.buf, pos.buf, n_tok, n_rot, base, factors);
     Py_END_ALLOW_THREADS
-    release(bufs, 2);
+    release(bufs, nb);
     Py_RETURN_NONE;
 }
 
@@ -390,6 +398,24 @@ static PyObject *py_rope_apply(PyObject *self, PyObject *args) {
         Py_RETURN_NONE;                                                                                        \
     }
 BINARY(py_swiglu, ow_swiglu_f32)
+BINARY(py_geglu, ow_geglu_f32)
+
+/* softcap(out, x, n, cap): cap > 0 */
+static PyObject *py_softcap(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer out = {0}, x = {0};
+    long long n;
+    float cap;
+    if (!PyArg_ParseTuple(args, "w*y*Lf", &out, &x, &n, &cap)) return NULL;
+    Py_buffer *bufs[] = {&out, &x};
+    if (!(cap > 0) || cap > 1e30f) { release(bufs, 2); return PyErr_Format(PyExc_ValueError, "softcap: cap must be > 0"); }
+    if (need(&out, n, 4, "out") < 0 || need(&x, n, 4, "x") < 0) { release(bufs, 2); return NULL; }
+    Py_BEGIN_ALLOW_THREADS
+    ow_softcap_f32(out.buf, x.buf, n, cap);
+    Py_END_ALLOW_THREADS
+    release(bufs, 2);
+    Py_RETURN_NONE;
+}
 BINARY(py_add, ow_add_f32)
 
 /* add_bias(x, bias, n_rows, dim) */
@@ -475,23 +501,23 @@ static PyObject *py_f16_to_f32(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* attention(pool, out, q, k, v, scores, n_ctx, n_head, n_head_kv, head_dim, scale, kv_type) */
+/* attention(pool, out, q, k, v, scores, n_ctx, n_head, n_head_kv, head_dim, scale, kv_type[, softcap]) */
 static PyObject *py_attention(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *obj;
     Py_buffer out = {0}, q = {0}, k = {0}, v = {0}, sc = {0};
     long long n_ctx, n_head, n_kv, hd;
-    float scale;
+    float scale, softcap = 0.0f;
     int kv_type;
-    if (!PyArg_ParseTuple(args, "Ow*y*y*y*w*LLLLfi", &obj, &out, &q, &k, &v, &sc, &n_ctx, &n_head, &n_kv, &hd, &scale,
-                          &kv_type))
+    if (!PyArg_ParseTuple(args, "Ow*y*y*y*w*LLLLfi|f", &obj, &out, &q, &k, &v, &sc, &n_ctx, &n_head, &n_kv, &hd, &scale,
+                          &kv_type, &softcap))
         return NULL;
     Py_buffer *bufs[] = {&out, &q, &k, &v, &sc};
     ow_pool *p;
     if (get_pool(obj, &p) < 0) { release(bufs, 5); return NULL; }
     int64_t qn = prod(n_head, hd), kvn = prod(prod(n_ctx, n_kv), hd), sn = prod(ow_pool_threads(p), n_ctx);
     if (n_ctx < 1 || n_head < 1 || n_kv < 1 || hd < 1 || n_head % n_kv || qn < 0 || kvn < 0 || sn < 0 ||
-        (kv_type != OW_KV_F32 && kv_type != OW_KV_F16)) {
+        (kv_type != OW_KV_F32 && kv_type != OW_KV_F16) || !(softcap >= 0)) {
         release(bufs, 5);
         return PyErr_Format(PyExc_ValueError, "bad attention arguments");
     }
@@ -501,7 +527,7 @@ static PyObject *py_attention(PyObject *self, PyObject *args) {
         release(bufs, 5);
         return NULL;
     }
-    ow_attn_args a = {out.buf, q.buf, k.buf, v.buf, n_ctx, n_head, n_kv, hd, scale, (ow_kv_type)kv_type};
+    ow_attn_args a = {out.buf, q.buf, k.buf, v.buf, n_ctx, n_head, n_kv, hd, scale, (ow_kv_type)kv_type, softcap};
     Py_BEGIN_ALLOW_THREADS
     ow_attention(p, &a, sc.buf);
     Py_END_ALLOW_THREADS
@@ -527,9 +553,11 @@ PyMethodDef ow_pool_methods[] = {
     {"ops_isa", py_ops_isa, METH_NOARGS, "ISA path of the ops"},
     {"ops_set_isa", py_ops_set_isa, METH_VARARGS, "ops_set_isa(name): switch the ops' ISA path (tests)"},
     {"rmsnorm", py_rmsnorm, METH_VARARGS, "rmsnorm(out, x, w, n_rows, dim, eps)"},
-    {"rope_table", py_rope_table, METH_VARARGS, "rope_table(cs, pos_i32, n_tok, n_rot, freq_base)"},
+    {"rope_table", py_rope_table, METH_VARARGS, "rope_table(cs, pos_i32, n_tok, n_rot, freq_base[, freq_factors])"},
     {"rope_apply", py_rope_apply, METH_VARARGS, "rope_apply(x, cs, n_tok, n_head, head_dim, n_rot, style)"},
     {"swiglu", py_swiglu, METH_VARARGS, "swiglu(out, g, u, n)"},
+    {"geglu", py_geglu, METH_VARARGS, "geglu(out, g, u, n)"},
+    {"softcap", py_softcap, METH_VARARGS, "softcap(out, x, n, cap)"},
     {"add", py_add, METH_VARARGS, "add(out, a, b, n)"},
     {"add_bias", py_add_bias, METH_VARARGS, "add_bias(x, bias, n_rows, dim)"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(out, x, n_rows, n)"},
@@ -537,6 +565,6 @@ PyMethodDef ow_pool_methods[] = {
     {"f32_to_f16", py_f32_to_f16, METH_VARARGS, "f32_to_f16(out_u16, x_f32, n)"},
     {"f16_to_f32", py_f16_to_f32, METH_VARARGS, "f16_to_f32(out_f32, x_u16, n)"},
     {"attention", py_attention, METH_VARARGS,
-     "attention(pool, out, q, k, v, scores, n_ctx, n_head, n_head_kv, head_dim, scale, kv_type)"},
+     "attention(pool, out, q, k, v, scores, n_ctx, n_head, n_head_kv, head_dim, scale, kv_type[, softcap])"},
     {NULL, NULL, 0, NULL},
 };

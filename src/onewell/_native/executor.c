@@ -31,6 +31,10 @@ static int desc_ok(const ow_model_desc *d) {
         d->n_ff < 1 || d->n_head % d->n_head_kv || d->head_dim % 2 || !(d->rms_eps > 0) ||
         (d->rope_style != OW_ROPE_NORMAL && d->rope_style != OW_ROPE_NEOX))
         return 0;
+    if (d->n_rot < 0 || d->n_rot % 2 || d->n_rot > d->head_dim ||
+        (d->activation != OW_ACT_SILU && d->activation != OW_ACT_GELU_TANH) || !(d->embd_scale >= 0) ||
+        !(d->attn_scale >= 0) || !(d->attn_softcap >= 0) || !(d->final_softcap >= 0))
+        return 0;
     if (!matrix_ok(&d->output, d->n_vocab, d->n_embd)) return 0;
     const ow_matrix *te = &d->token_embd;
     /* the gather dequantizes rows of ggml types; a repacked table would gain nothing (one row per token) */
@@ -43,7 +47,7 @@ static int desc_ok(const ow_model_desc *d) {
     const int64_t nq = d->n_head * d->head_dim, nkv = d->n_head_kv * d->head_dim;
     for (int64_t l = 0; l < d->n_layer; l++) {
         const ow_layer_desc *L = &d->layers[l];
-        if (!L->attn_norm || !L->ffn_norm || !(L->rope_theta > 0)) return 0;
+        if (!L->attn_norm || !L->ffn_norm || !(L->rope_theta > 0) || L->sliding_window < 0) return 0;
         if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) return 0;
         if (!matrix_ok(&L->wq, nq, d->n_embd) || !matrix_ok(&L->wk, nkv, d->n_embd) ||
             !matrix_ok(&L->wv, nkv, d->n_embd) || !matrix_ok(&L->wo, d->n_embd, nq) ||
@@ -85,6 +89,7 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
     ow_executor *ex = calloc(1, sizeof *ex);
     if (!ex) return NULL;
     ex->d = *desc;
+    if (!ex->d.n_rot) ex->d.n_rot = desc->head_dim;
     ex->n_threads = n_threads;
     ex->n_ctx = n_ctx;
     ex->max_batch = max_batch;
@@ -93,7 +98,7 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
     ex->chunk_rows = OW_DEFAULT_CHUNK_ROWS;
     ex->n_q = desc->n_head * desc->head_dim;
     ex->n_kv = desc->n_head_kv * desc->head_dim;
-    ex->attn_scale = (float)(1.0 / sqrt((double)desc->head_dim));
+    ex->attn_scale = desc->attn_scale > 0 ? desc->attn_scale : (float)(1.0 / sqrt((double)desc->head_dim));
     atomic_init(&ex->busy, 0);
 
     const size_t n_layers = (size_t)desc->n_layer;
@@ -227,9 +232,14 @@ static int check_batch(const ow_executor *ex, const int32_t *tokens, const int32
 
 static void embed(ow_executor *ex, const int32_t *tokens, int n) {
     const ow_matrix *te = &ex->d.token_embd;
-    for (int t = 0; t < n; t++)
-        ow_dequantize_row(te->type, te->data + (size_t)tokens[t] * te->row_bytes, ex->x + (int64_t)t * ex->d.n_embd,
-                          ex->d.n_embd);
+    const float scale = ex->d.embd_scale;
+    const int64_t ne = ex->d.n_embd;
+    for (int t = 0; t < n; t++) {
+        float *x = ex->x + (int64_t)t * ne;
+        ow_dequantize_row(te->type, te->data + (size_t)tokens[t] * te->row_bytes, x, ne);
+        if (scale > 0 && scale != 1.0f)
+            for (int64_t i = 0; i < ne; i++) x[i] *= scale;
+    }
 }
 
 /* cos/sin of the step's positions for this layer's RoPE base: computed again only when the base changes
@@ -237,7 +247,7 @@ static void embed(ow_executor *ex, const int32_t *tokens, int n) {
 static void rope_table_for(ow_executor *ex, const ow_layer_desc *L, int l, int n) {
     if (l > 0 && L->rope_theta == ex->layers[l - 1].rope_theta) return;
     const int64_t t0 = ex->profile ? ow_now_ns() : 0;
-    ow_rope_table_f32(ex->rope_cs, ex->pos, n, ex->d.head_dim, L->rope_theta);
+    ow_rope_table_ff_f32(ex->rope_cs, ex->pos, n, ex->d.n_rot, L->rope_theta, ex->d.rope_freqs);
     charge(ex, OW_PROF_ROPE_KV, t0);
 }
 
@@ -254,7 +264,7 @@ static void layer_step(ow_executor *ex, int l, int n) {
 
     const ow_matrix *wo[1] = {&L->wo};
     ow_exec_prepare_input(ex, ex->attn, ex->n_q, n, ex->n_q, NULL, wo, 1, v);
-    ow_exec_matmul_residual(ex, &L->wo, v[0], n, OW_PROF_WO);
+    ow_exec_matmul_residual(ex, &L->wo, v[0], n, L->attn_post_norm, OW_PROF_WO);
 
     const ow_matrix *gate_up[2] = {&L->w_gate, &L->w_up};
     ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->ffn_norm, gate_up, 2, v);
@@ -262,7 +272,7 @@ static void layer_step(ow_executor *ex, int l, int n) {
 
     const ow_matrix *down[1] = {&L->w_down};
     ow_exec_prepare_input(ex, ex->ffn, ex->d.n_ff, n, ex->d.n_ff, NULL, down, 1, v);
-    ow_exec_matmul_residual(ex, &L->w_down, v[0], n, OW_PROF_DOWN);
+    ow_exec_matmul_residual(ex, &L->w_down, v[0], n, L->ffn_post_norm, OW_PROF_DOWN);
 }
 
 /* Logits of the n_rows residual rows at x (stride n_embd) into y, or (y NULL) the argmax of the single row. */

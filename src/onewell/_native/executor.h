@@ -1,4 +1,5 @@
-/* The native executor: a whole forward step of a decoder-only transformer (Llama / Qwen2 family) in one call.
+/* The native executor: a whole forward step of a decoder-only transformer (Llama / Qwen2 / Gemma 3 family) in one
+ * call. Every optional feature is off when its pointer is NULL or its number 0 (see ow_layer_desc, ow_model_desc).
  *
  * The weights stay where Python put them (raw GGUF rows, zero-copy from the file mapping); the executor owns a
  * thread pool, an f32 KV cache and scratch buffers sized once for max_batch tokens, so a step allocates nothing.
@@ -29,16 +30,29 @@ typedef struct {
 typedef struct {
     const float *attn_norm, *ffn_norm;  /* [n_embd] */
     const float *bq, *bk, *bv;          /* [rows of wq/wk/wv], or all NULL (no q/k/v biases) */
+    const float *q_norm, *k_norm;       /* [head_dim] RMSNorm of each query / key head before RoPE, or NULL */
+    const float *attn_post_norm;        /* [n_embd] RMSNorm of the attention output before its residual add, or NULL */
+    const float *ffn_post_norm;         /* [n_embd] the same for the FFN output, or NULL */
     ow_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
     float rope_theta;                   /* this layer's RoPE base */
+    int sliding_window;                 /* 0: full attention; else position p sees j with p - j < sliding_window */
 } ow_layer_desc;
+
+typedef enum { OW_ACT_SILU = 0, OW_ACT_GELU_TANH = 1 } ow_activation;  /* the gated FFN: SwiGLU, GeGLU */
 
 typedef struct {
     int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int64_t n_rot;                  /* dims of a head RoPE rotates (even, <= head_dim); 0 = head_dim */
     float rms_eps;
-    int rope_style;                 /* ow_rope_style: 0 normal (pairs 2i, 2i+1), 1 neox (pairs i, i + hd/2) */
+    int rope_style;                 /* ow_rope_style: 0 normal (pairs 2i, 2i+1), 1 neox (pairs i, i + n_rot/2) */
+    int activation;                 /* ow_activation */
+    float embd_scale;               /* token embeddings are multiplied by it (Gemma: sqrt(n_embd)); 0 = 1 */
+    float attn_scale;               /* attention score scale; 0 = 1/sqrt(head_dim) */
+    float attn_softcap;             /* > 0: scores = c * tanh(scores / c) before the softmax; 0 = off */
+    float final_softcap;            /* > 0: logits = c * tanh(logits / c); 0 = off */
     ow_matrix token_embd, output;   /* both [n_vocab][n_embd]; the same table when embeddings are tied */
     const float *output_norm;       /* [n_embd] */
+    const float *rope_freqs;        /* [n_rot/2] RoPE frequency factors (angle i divided by it), or NULL */
     const ow_layer_desc *layers;    /* [n_layer], copied by ow_executor_create */
 } ow_model_desc;
 
@@ -71,7 +85,7 @@ typedef enum {
     OW_PROF_ATTENTION,
     OW_PROF_WO,           /* includes the residual add */
     OW_PROF_GATE_UP,
-    OW_PROF_SWIGLU,
+    OW_PROF_SWIGLU,       /* the gated activation: SwiGLU or GeGLU */
     OW_PROF_DOWN,         /* includes the residual add */
     OW_PROF_OUTPUT,       /* final norm is in NORM_QUANT; includes the greedy argmax */
     OW_PROF_IDLE,

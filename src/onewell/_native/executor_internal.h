@@ -35,7 +35,7 @@ struct ow_executor {
     ow_kpath kpath;
     int64_t chunk_rows;
     int64_t n_q, n_kv;          /* n_head * head_dim, n_head_kv * head_dim */
-    float attn_scale;           /* 1 / sqrt(head_dim) */
+    float attn_scale;           /* d.attn_scale, or 1 / sqrt(head_dim) when that is 0 */
 
     float *k_cache, *v_cache;   /* [n_seq][n_layer][n_ctx][n_kv] */
 
@@ -48,7 +48,7 @@ struct ow_executor {
     float *proj;       /* [B][n_embd] wo / down output before the residual add */
     float *gate_up;    /* [B][2 n_ff] gate rows then up rows */
     float *ffn;        /* [B][n_ff] SwiGLU output */
-    float *rope_cs;    /* [B][head_dim] cos/sin pairs of the step's positions */
+    float *rope_cs;    /* [B][n_rot] cos/sin pairs of the step's positions */
     int32_t *pos;      /* [B] position of each token of the step */
     int32_t *seq;      /* [B] sequence of each token of the step */
     float *k_new;      /* [B][n_kv] keys of the step before they are stored at (seq, pos) */
@@ -91,17 +91,19 @@ static inline size_t ow_cache_offset(const ow_executor *ex, int seq, int layer) 
     return ((size_t)seq * (size_t)ex->d.n_layer + (size_t)layer) * (size_t)ex->n_ctx * (size_t)ex->n_kv;
 }
 
-/* Q, K, V of one layer as one job over their heads: matmul, bias, RoPE; token t's K and V land in the KV cache
- * of sequence ex->seq[t] at position ex->pos[t]. */
+/* Q, K, V of one layer as one job over their heads: matmul, bias, q/k norm, RoPE; token t's K and V land in the
+ * KV cache of sequence ex->seq[t] at position ex->pos[t]. */
 void ow_exec_qkv(ow_executor *ex, int layer, int n, const ow_act_view views[3]);
-/* Causal attention of every (token, head): token t sees positions 0..ex->pos[t] of sequence ex->seq[t].
- * Reads ex->q, writes ex->attn. */
+/* Causal attention of every (token, head): token t sees positions 0..ex->pos[t] of sequence ex->seq[t] (only the
+ * last sliding_window of them in a sliding-window layer). Reads ex->q, writes ex->attn. */
 void ow_exec_attention(ow_executor *ex, int layer, int n);
-/* x[t] += w @ input[t] (the wo and down projections). */
-void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, ow_prof_cat cat);
-/* ffn[t] = silu(gate @ input[t]) * (up @ input[t]), one job over the n_ff rows. */
+/* x[t] += w @ input[t] (the wo and down projections); with post_norm (not NULL), x[t] += rmsnorm(w @ input[t]) *
+ * post_norm, a second job over the tokens since the norm needs the whole row. */
+void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, const float *post_norm,
+                             ow_prof_cat cat);
+/* ffn[t] = act(gate @ input[t]) * (up @ input[t]) with act silu or gelu_tanh, one job over the n_ff rows. */
 void ow_exec_gate_up(ow_executor *ex, const ow_matrix *gate, const ow_matrix *up, const ow_act_view views[2], int n);
-/* y[t*y_stride + r] = output @ input[t] for the vocab rows r. */
+/* y[t*y_stride + r] = output @ input[t] for the vocab rows r (soft-capped when d.final_softcap > 0). */
 void ow_exec_output(ow_executor *ex, ow_act_view in, int n, float *y, int64_t y_stride);
 
 #endif

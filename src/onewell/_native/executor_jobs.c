@@ -115,7 +115,7 @@ typedef struct {
 static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
     qkv_job *j = ctx;
     ow_executor *ex = j->ex;
-    const int64_t hd = ex->d.head_dim, nh = ex->d.n_head, nkv = ex->d.n_head_kv;
+    const int64_t hd = ex->d.head_dim, nh = ex->d.n_head, nkv = ex->d.n_head_kv, n_rot = ex->d.n_rot;
     for (int64_t u = begin; u < end;) {
         const int seg = u < nh ? 0 : (u < nh + nkv ? 1 : 2);
         const int64_t seg_first = seg == 0 ? 0 : nh + (seg - 1) * nkv;
@@ -124,6 +124,7 @@ static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
         const int64_t h0 = u - seg_first, h1 = run_end - seg_first, r0 = h0 * hd, r1 = h1 * hd;
         const ow_matrix *w = seg == 0 ? &j->L->wq : (seg == 1 ? &j->L->wk : &j->L->wv);
         const float *bias = seg == 0 ? j->L->bq : (seg == 1 ? j->L->bk : j->L->bv);
+        const float *head_norm = seg == 0 ? j->L->q_norm : (seg == 1 ? j->L->k_norm : NULL);
         float *y = seg == 0 ? ex->q : (seg == 1 ? ex->k_new : ex->v_new);
         const int64_t y_stride = seg == 0 ? ex->n_q : ex->n_kv;
 
@@ -134,8 +135,9 @@ static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
         for (int t = 0; t < j->n; t++) {
             float *row = y + t * y_stride + r0;
             if (bias) ow_add_bias_f32(row, bias + r0, 1, r1 - r0);
+            if (head_norm) ow_rmsnorm_f32(row, row, head_norm, h1 - h0, hd, ex->d.rms_eps);
             if (seg != 2)
-                ow_rope_apply_f32(row, ex->rope_cs + t * hd, 1, h1 - h0, hd, hd, (ow_rope_style)ex->d.rope_style);
+                ow_rope_apply_f32(row, ex->rope_cs + t * n_rot, 1, h1 - h0, hd, n_rot, (ow_rope_style)ex->d.rope_style);
             if (seg != 0) {
                 float *dst = cache + ow_cache_offset(ex, ex->seq[t], j->layer) + (size_t)ex->pos[t] * (size_t)ex->n_kv;
                 memcpy(dst + r0, row, (size_t)(r1 - r0) * sizeof(float));
@@ -164,15 +166,18 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int worker) {
     attn_job *j = ctx;
     ow_executor *ex = j->ex;
     const int64_t nh = ex->d.n_head;
+    const int64_t window = ex->layers[j->layer].sliding_window;
     int64_t t0 = ow_prof_start(ex);
     for (int64_t u = begin; u < end;) {
         const int64_t t = u / nh, h0 = u % nh;
         const int64_t h1 = (end - u < nh - h0) ? h0 + (end - u) : nh;
-        const size_t base = ow_cache_offset(ex, ex->seq[t], j->layer);
+        /* positions first..pos[t]: all of them, or the last `window` in a sliding-window layer */
+        const int64_t first = window > 0 && ex->pos[t] >= window ? ex->pos[t] - window + 1 : 0;
+        const size_t base = ow_cache_offset(ex, ex->seq[t], j->layer) + (size_t)first * (size_t)ex->n_kv;
         const ow_attn_args a = {
             .out = ex->attn + t * ex->n_q, .q = ex->q + t * ex->n_q, .k = ex->k_cache + base, .v = ex->v_cache + base,
-            .n_ctx = ex->pos[t] + 1, .n_head = nh, .n_head_kv = ex->d.n_head_kv, .head_dim = ex->d.head_dim,
-            .scale = ex->attn_scale, .kv_type = OW_KV_F32,
+            .n_ctx = ex->pos[t] + 1 - first, .n_head = nh, .n_head_kv = ex->d.n_head_kv, .head_dim = ex->d.head_dim,
+            .scale = ex->attn_scale, .kv_type = OW_KV_F32, .softcap = ex->d.attn_softcap,
         };
         ow_attention_heads(&a, h0, h1, ex->scores + (int64_t)worker * ex->n_ctx);
         u += h1 - h0;
@@ -192,25 +197,44 @@ typedef struct {
     const ow_matrix *w;
     ow_act_view in;
     int n;
+    const float *post_norm;
     ow_prof_cat cat;
 } residual_job;
 
+/* Rows [begin, end) of w @ input into proj, added to x at once unless a post-norm needs the whole row first. */
 static void residual_task(void *ctx, int64_t begin, int64_t end, int worker) {
     residual_job *j = ctx;
     ow_executor *ex = j->ex;
     const int64_t ne = ex->d.n_embd;
     const int64_t t0 = ow_prof_start(ex);
     matmul(ex, j->w, j->in, j->n, ex->proj, ne, begin, end);
-    for (int t = 0; t < j->n; t++) {
-        float *x = ex->x + t * ne + begin;
-        ow_add_f32(x, x, ex->proj + t * ne + begin, end - begin);
-    }
+    if (!j->post_norm)
+        for (int t = 0; t < j->n; t++) {
+            float *x = ex->x + t * ne + begin;
+            ow_add_f32(x, x, ex->proj + t * ne + begin, end - begin);
+        }
     ow_prof_lap(ex, worker, j->cat, t0);
 }
 
-void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, ow_prof_cat cat) {
-    residual_job j = {ex, w, in, n, cat};
+/* Tokens [begin, end): x[t] += rmsnorm(proj[t]) * post_norm. */
+static void post_norm_task(void *ctx, int64_t begin, int64_t end, int worker) {
+    residual_job *j = ctx;
+    ow_executor *ex = j->ex;
+    const int64_t ne = ex->d.n_embd;
+    const int64_t t0 = ow_prof_start(ex);
+    for (int64_t t = begin; t < end; t++) {
+        float *p = ex->proj + t * ne, *x = ex->x + t * ne;
+        ow_rmsnorm_f32(p, p, j->post_norm, 1, ne, ex->d.rms_eps);
+        ow_add_f32(x, x, p, ne);
+    }
+    ow_prof_lap(ex, worker, OW_PROF_NORM_QUANT, t0);
+}
+
+void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, const float *post_norm,
+                             ow_prof_cat cat) {
+    residual_job j = {ex, w, in, n, post_norm, cat};
     run_job(ex, w->rows, ex->chunk_rows, residual_task, &j, cat);
+    if (post_norm) run_job(ex, n, 1, post_norm_task, &j, OW_PROF_NORM_QUANT);
 }
 
 typedef struct {
@@ -228,9 +252,12 @@ static void gate_up_task(void *ctx, int64_t begin, int64_t end, int worker) {
     matmul(ex, j->gate, j->views[0], j->n, ex->gate_up, 2 * nff, begin, end);
     matmul(ex, j->up, j->views[1], j->n, ex->gate_up + nff, 2 * nff, begin, end);
     t0 = ow_prof_lap(ex, worker, OW_PROF_GATE_UP, t0);
+    const int gelu = ex->d.activation == OW_ACT_GELU_TANH;
     for (int t = 0; t < j->n; t++) {
         const float *g = ex->gate_up + t * 2 * nff + begin;
-        ow_swiglu_f32(ex->ffn + t * nff + begin, g, g + nff, end - begin);
+        float *out = ex->ffn + t * nff + begin;
+        if (gelu) ow_geglu_f32(out, g, g + nff, end - begin);
+        else ow_swiglu_f32(out, g, g + nff, end - begin);
     }
     ow_prof_lap(ex, worker, OW_PROF_SWIGLU, t0);
 }
@@ -252,6 +279,10 @@ static void output_task(void *ctx, int64_t begin, int64_t end, int worker) {
     output_job *j = ctx;
     const int64_t t0 = ow_prof_start(j->ex);
     matmul(j->ex, &j->ex->d.output, j->in, j->n, j->y, j->y_stride, begin, end);
+    const float cap = j->ex->d.final_softcap;
+    if (cap > 0)
+        for (int t = 0; t < j->n; t++) ow_softcap_f32(j->y + t * j->y_stride + begin, j->y + t * j->y_stride + begin,
+                                                      end - begin, cap);
     ow_prof_lap(j->ex, worker, OW_PROF_OUTPUT, t0);
 }
 

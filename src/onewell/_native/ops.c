@@ -62,6 +62,24 @@ static void swiglu_generic(float *out, const float *g, const float *u, int64_t n
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + exp_generic(-g[i])) * u[i];
 }
 
+static void geglu_generic(float *out, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        out[i] = x / (1.0f + exp_generic(OW_GELU_K * (x + OW_GELU_C * x * x * x))) * u[i];
+    }
+}
+
+static void softcap_generic(float *out, const float *x, int64_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) {
+        const float y = x[i] * inv, a = fabsf(y), a2 = a * a;
+        /* tanh(|y|): 1 - 2 / (exp(2|y|) + 1), where exp overflow gives 1; below 1/16 its series (no cancellation) */
+        const float t = a < OW_TANH_SERIES ? a + a * a2 * (OW_TANH_C3 + a2 * OW_TANH_C5)
+                                           : 1.0f - 2.0f / (exp_generic(a + a) + 1.0f);
+        out[i] = cap * (y < 0 ? -t : t);                            /* NaN stays NaN */
+    }
+}
+
 static uint16_t half_from_float(float f) {
     uint32_t x = f2u(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
@@ -109,7 +127,7 @@ static float softmax_scores(float *scores, int64_t n_ctx) {
 }
 
 static void attend_f32_generic(float *out, const float *q, const float *k, const float *v, int64_t stride,
-                               int64_t n_ctx, int64_t hd, float scale, float *scores) {
+                               int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {
     for (int64_t t = 0; t < n_ctx; t++) {
         const float *kt = k + t * stride;
         float acc[4] = {0};
@@ -119,6 +137,7 @@ static void attend_f32_generic(float *out, const float *q, const float *k, const
         for (; d < hd; d++) acc[0] += q[d] * kt[d];
         scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
     }
+    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -129,7 +148,7 @@ static void attend_f32_generic(float *out, const float *q, const float *k, const
 }
 
 static void attend_f16_generic(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t stride,
-                               int64_t n_ctx, int64_t hd, float scale, float *scores) {
+                               int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {
     for (int64_t t = 0; t < n_ctx; t++) {
         const uint16_t *kt = k + t * stride;
         float acc[4] = {0};
@@ -139,6 +158,7 @@ static void attend_f16_generic(float *out, const float *q, const uint16_t *k, co
         for (; d < hd; d++) acc[0] += q[d] * float_from_half(kt[d]);
         scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
     }
+    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -149,7 +169,7 @@ static void attend_f16_generic(float *out, const float *q, const uint16_t *k, co
 }
 
 const ow_ops_kernels ow_ops_generic = {
-    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic,
+    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic, geglu_generic, softcap_generic,
     attend_f32_generic, attend_f16_generic, f32_to_f16_generic, f16_to_f32_generic,
 };
 
@@ -199,10 +219,16 @@ void ow_rmsnorm_f32(float *out, const float *x, const float *w, int64_t n_rows, 
 }
 
 void ow_rope_table_f32(float *cs, const int32_t *pos, int64_t n_tok, int64_t n_rot, float freq_base) {
+    ow_rope_table_ff_f32(cs, pos, n_tok, n_rot, freq_base, NULL);
+}
+
+void ow_rope_table_ff_f32(float *cs, const int32_t *pos, int64_t n_tok, int64_t n_rot, float freq_base,
+                          const float *freq_factors) {
     int64_t half = n_rot / 2;
     for (int64_t t = 0; t < n_tok; t++) {
         for (int64_t i = 0; i < half; i++) {
             double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+            if (freq_factors) theta /= (double)freq_factors[i];
             cs[(t * half + i) * 2] = (float)cos(theta);
             cs[(t * half + i) * 2 + 1] = (float)sin(theta);
         }
@@ -229,6 +255,9 @@ void ow_rope_apply_f32(float *x, const float *cs, int64_t n_tok, int64_t n_head,
 }
 
 void ow_swiglu_f32(float *out, const float *g, const float *u, int64_t n) { kern()->swiglu(out, g, u, n); }
+
+void ow_geglu_f32(float *out, const float *g, const float *u, int64_t n) { kern()->geglu(out, g, u, n); }
+void ow_softcap_f32(float *out, const float *x, int64_t n, float cap) { kern()->softcap(out, x, n, cap); }
 
 void ow_add_f32(float *out, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
@@ -272,10 +301,10 @@ void ow_attention_heads(const ow_attn_args *a, int64_t head_begin, int64_t head_
         const float *q = a->q + h * hd;
         if (a->kv_type == OW_KV_F16)
             K->attend_f16(out, q, (const uint16_t *)a->k + kv_off, (const uint16_t *)a->v + kv_off, stride, a->n_ctx,
-                          hd, a->scale, scores);
+                          hd, a->scale, a->softcap, scores);
         else
             K->attend_f32(out, q, (const float *)a->k + kv_off, (const float *)a->v + kv_off, stride, a->n_ctx, hd,
-                          a->scale, scores);
+                          a->scale, a->softcap, scores);
     }
 }
 

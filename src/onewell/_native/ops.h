@@ -27,12 +27,22 @@ void ow_rmsnorm_f32(float *out, const float *x, const float *w, int64_t n_rows, 
 /* cos/sin table for positions pos[0..n_tok): cs[t][i] = {cos, sin}(pos[t] * freq_base^(-2i/n_rot)) for
  * i < n_rot/2 (angles in double, rounded to float). n_rot even. Compute once per step, use for every layer. */
 void ow_rope_table_f32(float *cs, const int32_t *pos, int64_t n_tok, int64_t n_rot, float freq_base);
+/* The same with RoPE frequency factors (Llama 3.x rope_freqs): angle i is divided by freq_factors[i]
+ * (n_rot/2 values); freq_factors NULL = all 1, the table above. */
+void ow_rope_table_ff_f32(float *cs, const int32_t *pos, int64_t n_tok, int64_t n_rot, float freq_base,
+                          const float *freq_factors);
 /* Rotates, in place, the first n_rot dims of each head of x[n_tok][n_head][head_dim] by table row t. */
 void ow_rope_apply_f32(float *x, const float *cs, int64_t n_tok, int64_t n_head, int64_t head_dim, int64_t n_rot,
                        ow_rope_style style);
 
 /* out = silu(g) * u = g / (1 + exp(-g)) * u. out may equal g or u. */
 void ow_swiglu_f32(float *out, const float *g, const float *u, int64_t n);
+/* out = gelu_tanh(g) * u (GeGLU, Gemma), GELU with the tanh approximation written as
+ * g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))) (= 0.5 g (1 + tanh(...))). out may equal g or u. */
+void ow_geglu_f32(float *out, const float *g, const float *u, int64_t n);
+/* out = cap * tanh(x / cap), logit soft-capping (cap > 0). tanh as sign(y) (1 - 2 / (exp(2|y|) + 1)), its
+ * series near 0: relative error about 1e-6. out may equal x. */
+void ow_softcap_f32(float *out, const float *x, int64_t n, float cap);
 /* out = a + b (the residual add). out may equal a or b. */
 void ow_add_f32(float *out, const float *a, const float *b, int64_t n);
 /* x[r][d] += bias[d] for n_rows rows of dim. */
@@ -49,8 +59,9 @@ void ow_f16_to_f32(float *out, const uint16_t *x, int64_t n);
  *   q, out: [n_head][head_dim]; k, v: [n_ctx][n_head_kv][head_dim] of kv_type (row stride n_head_kv*head_dim;
  *   a cache allocated for more positions has the same layout, pass its first n_ctx rows).
  *   Query head h reads kv head h / (n_head / n_head_kv) (grouped-query attention; n_head % n_head_kv == 0).
- *   out[h] = sum_t softmax_t(scale * q[h].k[t]) v[t], softmax with the max subtracted; scale usually
- *   1/sqrt(head_dim). The caller makes the cache hold the current position (causality = n_ctx). */
+ *   out[h] = sum_t softmax_t(cap(scale * q[h].k[t])) v[t], softmax with the max subtracted; scale usually
+ *   1/sqrt(head_dim), cap the optional soft-capping. The caller makes the cache hold the current position
+ *   (causality = n_ctx); a sliding window is k, v starting at the window's first position. */
 typedef struct {
     float *out;
     const float *q;
@@ -58,6 +69,7 @@ typedef struct {
     int64_t n_ctx, n_head, n_head_kv, head_dim;
     float scale;
     ow_kv_type kv_type;
+    float softcap;      /* > 0: scores = softcap * tanh(scores / softcap) after scaling (Gemma 2); 0 = off */
 } ow_attn_args;
 
 /* Heads [head_begin, head_end) only: the unit a thread pool splits. scores: n_ctx floats of scratch. */

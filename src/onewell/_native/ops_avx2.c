@@ -103,6 +103,35 @@ T256 static void swiglu_avx2(float *out, const float *g, const float *u, int64_t
     }
 }
 
+T256 void ow_geglu_avx2(float *out, const float *g, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), k = _mm256_set1_ps(OW_GELU_K), c = _mm256_set1_ps(OW_GELU_C);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i mask = tail_mask(n - i);
+        __m256 x = _mm256_maskload_ps(g + i, mask), uv = _mm256_maskload_ps(u + i, mask);
+        /* the generic twin's order: k * (x + c * x * x * x), rounded after each product (no FMA) */
+        __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c, x), x), x);
+        __m256 e = exp8(_mm256_mul_ps(k, _mm256_add_ps(x, x3)));
+        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), uv));
+    }
+}
+
+T256 void ow_softcap_avx2(float *out, const float *x, int64_t n, float cap) {
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), vcap = _mm256_set1_ps(cap);
+    const __m256 inv = _mm256_set1_ps(1.0f / cap), sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i mask = tail_mask(n - i);
+        __m256 y = _mm256_mul_ps(_mm256_maskload_ps(x + i, mask), inv);
+        __m256 a = _mm256_andnot_ps(sign, y), a2 = _mm256_mul_ps(a, a);
+        __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(exp8(_mm256_add_ps(a, a)), one)));
+        /* the generic twin's series below 1/16, same order of operations, no FMA */
+        __m256 poly = _mm256_add_ps(_mm256_set1_ps(OW_TANH_C3), _mm256_mul_ps(a2, _mm256_set1_ps(OW_TANH_C5)));
+        __m256 series = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(a, a2), poly));
+        t = _mm256_blendv_ps(t, series, _mm256_cmp_ps(a, _mm256_set1_ps(OW_TANH_SERIES), _CMP_LT_OQ));
+        t = _mm256_or_ps(t, _mm256_and_ps(sign, y));   /* tanh is odd: the sign of y */
+        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(vcap, t));
+    }
+}
+
 T256 static inline __m256 load_f32(const float *p, int64_t left) { return _mm256_maskload_ps(p, tail_mask(left)); }
 
 T256 static inline __m256 load_f16(const uint16_t *p, int64_t left) {
@@ -119,13 +148,14 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
 /* One head; V summed in blocks of up to 4 vectors (32 dims) held in registers across the positions. */
 #define ATTEND(name, type, LOAD)                                                                               \
     T256 static void name(float *out, const float *q, const type *k, const type *v, int64_t stride,            \
-                          int64_t n_ctx, int64_t hd, float scale, float *scores) {                             \
+                          int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {                  \
         for (int64_t t = 0; t < n_ctx; t++) {                                                                  \
             const type *kt = k + t * stride;                                                                   \
             __m256 acc = _mm256_setzero_ps();                                                                  \
             for (int64_t d = 0; d < hd; d += 8) acc = _mm256_fmadd_ps(load_f32(q + d, hd - d), LOAD(kt + d, hd - d), acc); \
             scores[t] = hsum8(acc) * scale;                                                                    \
         }                                                                                                      \
+        if (cap > 0) ow_softcap_avx2(scores, scores, n_ctx, cap);                                              \
         const __m256 inv = _mm256_set1_ps(weigh(scores, n_ctx));                                               \
         for (int64_t d0 = 0; d0 < hd; d0 += 32) {                                                              \
             __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
@@ -161,7 +191,7 @@ T256 static void f16_to_f32_avx2(float *out, const uint16_t *x, int64_t n) {
 }
 
 const ow_ops_kernels ow_ops_avx2 = {
-    "avx2", sumsq_avx2, max_avx2, exp_sum_avx2, swiglu_avx2,
+    "avx2", sumsq_avx2, max_avx2, exp_sum_avx2, swiglu_avx2, ow_geglu_avx2, ow_softcap_avx2,
     attend_f32_avx2, attend_f16_avx2, f32_to_f16_avx2, f16_to_f32_avx2,
 };
 

@@ -94,7 +94,7 @@ T512 static float weigh(float *scores, int64_t n_ctx) {
  * blocks of up to 4 vectors (64 dims) held in registers across the positions. */
 #define ATTEND(name, type, LOAD)                                                                               \
     T512 static void name(float *out, const float *q, const type *k, const type *v, int64_t stride,            \
-                          int64_t n_ctx, int64_t hd, float scale, float *scores) {                             \
+                          int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {                  \
         for (int64_t t = 0; t < n_ctx; t++) {                                                                  \
             const type *kt = k + t * stride;                                                                   \
             __m512 acc = _mm512_setzero_ps();                                                                  \
@@ -104,6 +104,7 @@ T512 static float weigh(float *scores, int64_t n_ctx) {
             }                                                                                                  \
             scores[t] = _mm512_reduce_add_ps(acc) * scale;                                                     \
         }                                                                                                      \
+        if (cap > 0) ow_softcap_avx2(scores, scores, n_ctx, cap);                                              \
         const __m512 inv = _mm512_set1_ps(weigh(scores, n_ctx));                                               \
         for (int64_t d0 = 0; d0 < hd; d0 += 64) {                                                              \
             __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()}; \
@@ -140,7 +141,7 @@ T512 static void f16_to_f32_avx512(float *out, const uint16_t *x, int64_t n) {
 }
 
 const ow_ops_kernels ow_ops_avx512 = {
-    "avx512", sumsq_avx512, max_avx512, exp_sum_avx512, swiglu_avx512,
+    "avx512", sumsq_avx512, max_avx512, exp_sum_avx512, swiglu_avx512, ow_geglu_avx2, ow_softcap_avx2,
     attend_f32_avx512, attend_f16_avx512, f32_to_f16_avx512, f16_to_f32_avx512,
 };
 

@@ -17,11 +17,14 @@ typedef struct {
     float (*max)(const float *x, int64_t n);                               /* n >= 1 */
     float (*exp_sum)(float *y, const float *x, float shift, int64_t n);   /* y = exp(x - shift); returns sum y */
     void (*swiglu)(float *out, const float *g, const float *u, int64_t n);
-    /* One head: k, v point at the head's row of position 0; positions are `stride` elements apart. */
+    void (*geglu)(float *out, const float *g, const float *u, int64_t n);
+    void (*softcap)(float *out, const float *x, int64_t n, float cap);
+    /* One head: k, v point at the head's row of position 0; positions are `stride` elements apart; cap > 0
+     * soft-caps the scaled scores. */
     void (*attend_f32)(float *out, const float *q, const float *k, const float *v, int64_t stride, int64_t n_ctx,
-                       int64_t head_dim, float scale, float *scores);
+                       int64_t head_dim, float scale, float cap, float *scores);
     void (*attend_f16)(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t stride,
-                       int64_t n_ctx, int64_t head_dim, float scale, float *scores);
+                       int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
     void (*f32_to_f16)(uint16_t *out, const float *x, int64_t n);
     void (*f16_to_f32)(float *out, const uint16_t *x, int64_t n);
 } ow_ops_kernels;
@@ -30,7 +33,19 @@ extern const ow_ops_kernels ow_ops_generic;
 #if OW_OPS_X86
 extern const ow_ops_kernels ow_ops_avx2;
 extern const ow_ops_kernels ow_ops_avx512;
+/* AVX2 kernels the AVX-512 table borrows where it has no tested kernel of its own (GeGLU, soft-capping: not
+ * measurable on the AVX2-only machines this was written on; a CPU with AVX-512 runs AVX2 too). */
+void ow_geglu_avx2(float *out, const float *g, const float *u, int64_t n);
+void ow_softcap_avx2(float *out, const float *x, int64_t n, float cap);
 #endif
+
+/* GELU-tanh constants: gelu(x) = x / (1 + exp(OW_GELU_K * (x + OW_GELU_C * x^3))), OW_GELU_K = -2 sqrt(2/pi) */
+#define OW_GELU_K -1.5957691216057308f
+#define OW_GELU_C 0.044715f
+/* tanh(a) for 0 <= a < OW_TANH_SERIES as a + a^3 (C3 + a^2 C5): error below a^7 / 17 < 2^-28 a there */
+#define OW_TANH_SERIES 0.0625f
+#define OW_TANH_C3 -0.33333333333f
+#define OW_TANH_C5 0.13333333333f
 
 /* exp(x) for float32, Cephes-style: k = round(x / ln 2), r = x - k ln 2 (in two parts, exact first product),
  * exp(r) by a degree-7 polynomial on [-ln2/2, ln2/2], times 2^k built from two halves so k = 128 is fine.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -81,8 +81,18 @@ class _Metadata:
         return value
 
 
-def read_hyperparameters(reader: Any, arch: str) -> Hyperparameters:
-    """Read `{arch}.*` keys, check they describe a model we can run, refuse features we do not implement."""
+def metadata(reader: Any, arch: str) -> _Metadata:
+    """Typed reads of `{arch}.*` keys, for what an architecture file reads beyond the shared hyperparameters."""
+    return _Metadata(reader, arch)
+
+
+# Metadata keys that switch on a ModelConfig flag: refused unless the architecture file sets that flag.
+FLAG_KEYS = {"attn_softcap": "attn_logit_softcapping", "final_logit_softcap": "final_logit_softcapping"}
+
+
+def read_hyperparameters(reader: Any, arch: str, handled_flags: tuple[str, ...] = ()) -> Hyperparameters:
+    """Read `{arch}.*` keys, check they describe a model we can run, refuse features we do not implement.
+    handled_flags: ModelConfig flags the architecture file sets from their metadata keys (FLAG_KEYS)."""
     md = _Metadata(reader, arch)
     where = md.where
     n_embd = md.integer("embedding_length")
@@ -110,11 +120,11 @@ def read_hyperparameters(reader: Any, arch: str) -> Hyperparameters:
         rope_theta=md.real("rope.freq_base", 10000.0, maximum=1e30),
         rms_eps=md.real("attention.layer_norm_rms_epsilon", maximum=1.0),
     )
-    _refuse_unimplemented(md, hp)
+    _refuse_unimplemented(md, hp, handled_flags)
     return hp
 
 
-def _refuse_unimplemented(md: _Metadata, hp: Hyperparameters) -> None:
+def _refuse_unimplemented(md: _Metadata, hp: Hyperparameters, handled_flags: tuple[str, ...]) -> None:
     """Variants that would load fine and then silently compute the wrong thing: refuse them by name."""
     where, arch = md.where, md.arch
     scaling = md.text("rope.scaling.type", "none")
@@ -133,9 +143,9 @@ def _refuse_unimplemented(md: _Metadata, hp: Hyperparameters) -> None:
                                f"{hp.head_dim}; not implemented")
     if md.integer("expert_count", 0, minimum=0) > 0:
         raise UnsupportedError(f"{where}: mixture-of-experts models ({arch}.expert_count) are not implemented")
-    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if md.meta.get(f"{arch}.{key}"):
-            raise UnsupportedError(f"{where}: {arch}.{key} is not implemented")
+    for flag, key in FLAG_KEYS.items():
+        if flag not in handled_flags and md.meta.get(f"{arch}.{key}"):
+            raise UnsupportedError(f"{where}: {arch}.{key} is not implemented for architecture {arch!r}")
 
 
 class WeightTable:
@@ -228,12 +238,14 @@ def layer_shapes(hp: Hyperparameters) -> dict[str, tuple[int, ...]]:
 
 
 def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, layer_features: tuple[str, ...] = (),
-                       **flags: Any) -> ModelSpec:
+                       layer_attention: Callable[[int], dict] | None = None, **flags: Any) -> ModelSpec:
     """The pre-norm decoder every supported family shares (RMSNorm, GQA, gated FFN, output separate or tied):
     hyperparameters from `{arch}.*` metadata, every weight looked up by its GGUF name with its shape checked.
     layer_features: the optional layer roles (base.LAYER_OPTIONAL) this architecture has in every layer;
-    flags: ModelConfig feature flags (activation, embd_scale, ...). Tensors the file has beyond these are refused."""
-    hp = read_hyperparameters(reader, arch)
+    layer_attention: layer index -> {"rope_theta": .., "sliding_window": ..} where layers differ (default: every
+    layer global with the metadata's RoPE base); flags: ModelConfig feature flags (activation, embd_scale, ...).
+    Tensors the file has beyond these are refused."""
+    hp = read_hyperparameters(reader, arch, handled_flags=tuple(flags))
     w = WeightTable(reader)
     d = hp.n_embd
     n_vocab = vocab_size(reader, arch, w.rows("token_embd.weight", d))
@@ -244,8 +256,9 @@ def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, layer_feature
                          **flags)
     shapes = layer_shapes(hp)
     roles = LAYER_REQUIRED + tuple(layer_features)
+    attention = layer_attention or (lambda i: {})
     layers = [LayerSpec({role: w.get(f"blk.{i}.{LAYER_TENSOR_NAMES[role]}", shapes[role]) for role in roles},
-                        rope_theta=hp.rope_theta)
+                        **{"rope_theta": hp.rope_theta, **attention(i)})
               for i in range(hp.n_layer)]
     token_embd = w.get("token_embd.weight", (n_vocab, d))
     spec = ModelSpec(

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from onewell.errors import GGUFError, UnsupportedError
-from onewell.models import llama, qwen2
+from onewell.models import gemma3, llama, qwen2
 from onewell.models.base import ModelSpec
 
 ARCHITECTURES: dict[str, Callable[[Any], ModelSpec]] = {
     qwen2.ARCHITECTURE: qwen2.build_spec,
     llama.ARCHITECTURE: llama.build_spec,
+    gemma3.ARCHITECTURE: gemma3.build_spec,
 }
 
 

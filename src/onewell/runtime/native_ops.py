@@ -7,7 +7,7 @@
     rope_apply(x, table, style)                  the same with a table from rope_table
     attention(q, k, v, n_ctx=None, scale=None, pool=None, out=None)
                                                  q: (n_head, hd); k, v: (cap, n_head_kv, hd) float32 or float16
-    swiglu(g, u, out=None), add(a, b, out=None), add_bias(x, bias) (in place), softmax(x, out=None), argmax(x)
+    swiglu(g, u, out=None), geglu(g, u, out=None), softcap(x, cap, out=None), add(a, b, out=None), add_bias(x, bias) (in place), softmax(x, out=None), argmax(x)
     f32_to_f16(x) -> float16, f16_to_f32(x) -> float32
 
 Every shape, dtype, contiguity and size is checked here before C sees it (C repeats only the memory-safety
@@ -177,7 +177,8 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, out: np.ndarray | None = N
     return out
 
 
-def rope_table(pos, n_rot: int, freq_base: float) -> np.ndarray:
+def rope_table(pos, n_rot: int, freq_base: float, freq_factors: np.ndarray | None = None) -> np.ndarray:
+    """{cos, sin} table (n_tok, n_rot/2, 2); freq_factors (n_rot/2 values, Llama 3 rope_freqs) divide the angles."""
     pos = np.ascontiguousarray(np.atleast_1d(np.asarray(pos)))
     if pos.ndim != 1 or not np.issubdtype(pos.dtype, np.integer):
         raise TypeError("pos must be an integer or a 1-D array of integers")
@@ -187,9 +188,13 @@ def rope_table(pos, n_rot: int, freq_base: float) -> np.ndarray:
         raise ValueError(f"n_rot must be an even int >= 2, got {n_rot}")
     if not (np.isfinite(freq_base) and freq_base > 0):
         raise ValueError(f"freq_base must be finite and > 0, got {freq_base}")
+    if freq_factors is not None:
+        freq_factors = _f32("freq_factors", freq_factors)
+        if freq_factors.shape != (n_rot // 2,) or not (np.isfinite(freq_factors).all() and (freq_factors > 0).all()):
+            raise ValueError(f"freq_factors must be {n_rot // 2} finite positive values, got shape {freq_factors.shape}")
     pos32 = pos.astype(np.int32)
     cs = np.empty((pos.size, n_rot // 2, 2), dtype=np.float32)
-    _core.rope_table(cs, pos32, pos.size, int(n_rot), float(freq_base))
+    _core.rope_table(cs, pos32, pos.size, int(n_rot), float(freq_base), freq_factors)
     return cs
 
 
@@ -218,8 +223,9 @@ def rope(x: np.ndarray, pos, freq_base: float, style: str, n_rot: int | None = N
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_ctx: int | None = None, scale: float | None = None,
-              pool: ThreadPool | None = None, out: np.ndarray | None = None) -> np.ndarray:
-    """One query position over the first n_ctx positions of k, v (default: all of them); GQA by head groups."""
+              pool: ThreadPool | None = None, out: np.ndarray | None = None, softcap: float = 0.0) -> np.ndarray:
+    """One query position over the first n_ctx positions of k, v (default: all of them); GQA by head groups.
+    softcap > 0 soft-caps the scaled scores (softcap * tanh(s / softcap)) before the softmax."""
     q = _f32("q", q, (2,))
     k = _array("k", k, (np.float32, np.float16), (3,))
     v = _array("v", v, (np.float32, np.float16), (3,))
@@ -237,11 +243,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_ctx: int | None = N
     scale = 1.0 / float(np.sqrt(hd)) if scale is None else float(scale)
     if not np.isfinite(scale):
         raise ValueError(f"scale must be finite, got {scale}")
+    if not (np.isfinite(softcap) and softcap >= 0):
+        raise ValueError(f"softcap must be finite and >= 0, got {softcap}")
     capsule = _pool_capsule(pool)
     out = _out("out", out, (n_head, hd))
     scores = np.empty((pool.n_threads if pool else 1) * n_ctx, dtype=np.float32)
     kv_type = 1 if k.dtype == np.float16 else 0
-    _core.attention(capsule, out, q, k, v, scores, n_ctx, n_head, n_kv, hd, scale, kv_type)
+    _core.attention(capsule, out, q, k, v, scores, n_ctx, n_head, n_kv, hd, scale, kv_type, float(softcap))
     return out
 
 
@@ -257,6 +265,26 @@ def swiglu(g: np.ndarray, u: np.ndarray, out: np.ndarray | None = None) -> np.nd
     _same_shape("g", g, "u", u)
     out = _out("out", out, g.shape)
     _core.swiglu(out, g, u, g.size)
+    return out
+
+
+def geglu(g: np.ndarray, u: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """gelu_tanh(g) * u, element-wise (any shape, contiguous): Gemma's gated FFN."""
+    g = _f32("g", g, tuple(range(0, 33)))
+    u = _f32("u", u, tuple(range(0, 33)))
+    _same_shape("g", g, "u", u)
+    out = _out("out", out, g.shape)
+    _core.geglu(out, g, u, g.size)
+    return out
+
+
+def softcap(x: np.ndarray, cap: float, out: np.ndarray | None = None) -> np.ndarray:
+    """cap * tanh(x / cap), element-wise (logit soft-capping); cap > 0."""
+    x = _f32("x", x, tuple(range(0, 33)))
+    if not (np.isfinite(cap) and cap > 0):
+        raise ValueError(f"cap must be finite and > 0, got {cap}")
+    out = _out("out", out, x.shape)
+    _core.softcap(out, x, x.size, float(cap))
     return out
 
 

@@ -4,10 +4,11 @@ Inputs and outputs are float32 like the C ops; where a reduction is involved the
 is the more accurate side of a comparison. Shapes follow the C layouts:
 
     rmsnorm(x[..., dim], w[dim], eps)
-    rope_table(pos[n_tok], n_rot, freq_base) -> cs[n_tok, n_rot/2, 2]        ({cos, sin} of pos * base^(-2i/n_rot))
+    rope_table(pos[n_tok], n_rot, freq_base, freq_factors=None) -> cs[n_tok, n_rot/2, 2]
+                                            ({cos, sin} of pos * base^(-2i/n_rot) / freq_factors[i])
     rope(x[n_tok, n_head, head_dim], pos, freq_base, style, n_rot=None)   style "normal" (2i, 2i+1) or "neox" (i, i+n_rot/2)
-    attention(q[n_head, hd], k[n_ctx, n_head_kv, hd], v[...], scale=None) -> out[n_head, hd]
-    swiglu(g, u), add(a, b), add_bias(x[..., dim], bias[dim]), softmax(x[..., n]), argmax(x)
+    attention(q[n_head, hd], k[n_ctx, n_head_kv, hd], v[...], scale=None, softcap=0) -> out[n_head, hd]
+    swiglu(g, u), geglu(g, u), softcap(x, cap), add(a, b), add_bias(x[..., dim], bias[dim]), softmax(x[..., n]), argmax(x)
 """
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return (x64 * scale * w.astype(np.float64)).astype(np.float32)
 
 
-def rope_table(pos: np.ndarray, n_rot: int, freq_base: float) -> np.ndarray:
+def rope_table(pos: np.ndarray, n_rot: int, freq_base: float, freq_factors: np.ndarray | None = None) -> np.ndarray:
     inv_freq = float(np.float32(freq_base)) ** (-2.0 * np.arange(n_rot // 2, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv_freq = inv_freq / np.asarray(freq_factors, dtype=np.float32).astype(np.float64)
     theta = np.asarray(pos, dtype=np.float64)[:, None] * inv_freq[None, :]
     return np.stack([np.cos(theta), np.sin(theta)], axis=-1).astype(np.float32)
 
@@ -53,7 +56,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return (e / np.sum(e, axis=-1, keepdims=True)).astype(np.float32)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None = None) -> np.ndarray:
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None = None, softcap: float = 0.0) -> np.ndarray:
     """One query position over n_ctx cached positions, grouped-query: head h reads kv head h // (n_head/n_head_kv)."""
     n_head, hd = q.shape
     n_kv = k.shape[1]
@@ -62,6 +65,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None =
     k64 = k.astype(np.float64)[:, kv_of, :]  # (n_ctx, n_head, hd)
     v64 = v.astype(np.float64)[:, kv_of, :]
     scores = np.einsum("hd,thd->ht", q.astype(np.float64), k64) * float(np.float32(scale))
+    if softcap:
+        scores = softcap * np.tanh(scores / softcap)
     w = np.exp(scores - scores.max(axis=-1, keepdims=True))
     w /= w.sum(axis=-1, keepdims=True)
     return np.einsum("ht,thd->hd", w, v64).astype(np.float32)
@@ -74,6 +79,19 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 def swiglu(g: np.ndarray, u: np.ndarray) -> np.ndarray:
     return (silu(g) * u.astype(np.float64)).astype(np.float32)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    return 0.5 * x64 * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+
+
+def geglu(g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    return (gelu_tanh(g) * u.astype(np.float64)).astype(np.float32)
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    return (cap * np.tanh(x.astype(np.float64) / cap)).astype(np.float32)
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -8,10 +8,13 @@ converted once, losslessly, to onewell's R16 layouts (Q8_0 R16, Q4_1 R16: onewel
 copies the plan owns.
 
 What crosses to C (bind_executor.c joins each name to its struct member through one table):
-    config  = {"n_vocab": .., "n_embd": .., ..., "rope_style": 0 | 1}
-    tensors = {"token_embd": matrix, "output": matrix, "output_norm": vector}
-    layers  = [{"wq": matrix, ..., "attn_norm": vector, ..., "rope_theta": float}] (absent optional roles: off)
-a matrix is (buffer, type, rows, cols, row_bytes), a vector a float32 array.
+    config  = {"n_vocab": .., "n_embd": .., ..., "rope_style": 0 | 1, feature flags: "n_rot", "activation",
+               "embd_scale", "attn_scale", "attn_softcap", "final_softcap" (0 = off)}
+    tensors = {"token_embd": matrix, "output": matrix, "output_norm": vector, "rope_freqs": vector?}
+    layers  = [{"wq": matrix, ..., "attn_norm": vector, ..., "q_norm": vector?, ..., "rope_theta": float,
+                "sliding_window": int}] (absent optional roles: off)
+a matrix is (buffer, type, rows, cols, row_bytes), a vector a float32 array. Every feature of the model
+description (models/base.py) has a native implementation except bidirectional attention, refused by name.
 """
 from __future__ import annotations
 
@@ -28,6 +31,11 @@ from onewell.quant import dequantize
 from onewell.runtime.native_types import repack_layouts, weight_types
 
 ROPE_STYLES = {"normal": 0, "neox": 1}
+ACTIVATIONS = {"silu": 0, "gelu_tanh": 1}   # ow_activation (executor.h)
+# native config name -> ModelConfig field of the float feature flags (0 = off; checked >= 0)
+CONFIG_FLOATS = {"embd_scale": "embd_scale", "attn_scale": "attn_scale", "attn_softcap": "attn_softcap",
+                 "final_softcap": "final_logit_softcap"}
+MAX_WINDOW = 2**31 - 1
 MAX_TOKEN_ID = 2**31 - 1  # token ids travel as int32
 CONFIG_INTS = ("n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "head_dim", "n_ff")
 
@@ -62,6 +70,7 @@ def _native(t: Tensor) -> tuple | np.ndarray:
 class LayerPlan:
     tensors: dict[str, Tensor]
     rope_theta: float
+    sliding_window: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,13 +82,15 @@ class ExecutorPlan:
     def native_config(self) -> dict:
         c = self.config
         return {**{name: int(getattr(c, name)) for name in CONFIG_INTS}, "rms_eps": float(c.rms_eps),
-                "rope_style": ROPE_STYLES[c.rope_style]}
+                "rope_style": ROPE_STYLES[c.rope_style], "n_rot": int(c.rope_dims),
+                "activation": ACTIVATIONS[c.activation],
+                **{name: float(getattr(c, field)) for name, field in CONFIG_FLOATS.items()}}
 
     def native_args(self) -> tuple:
         """(config, tensors, layers): the first three arguments of _core.executor_create."""
         tensors = {name: _native(t) for name, t in self.tensors.items()}
-        layers = [{**{name: _native(t) for name, t in layer.tensors.items()}, "rope_theta": float(layer.rope_theta)}
-                  for layer in self.layers]
+        layers = [{**{name: _native(t) for name, t in layer.tensors.items()}, "rope_theta": float(layer.rope_theta),
+                   "sliding_window": int(layer.sliding_window)} for layer in self.layers]
         return self.native_config(), tensors, layers
 
     @property
@@ -112,7 +123,8 @@ def tensor_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
         "wq": (q_rows, cfg.n_embd), "wk": (kv_rows, cfg.n_embd), "wv": (kv_rows, cfg.n_embd),
         "wo": (cfg.n_embd, q_rows), "w_gate": (cfg.n_ff, cfg.n_embd), "w_up": (cfg.n_ff, cfg.n_embd),
         "w_down": (cfg.n_embd, cfg.n_ff), "attn_norm": (cfg.n_embd,), "ffn_norm": (cfg.n_embd,),
-        "bq": (q_rows,), "bk": (kv_rows,), "bv": (kv_rows,),
+        "bq": (q_rows,), "bk": (kv_rows,), "bv": (kv_rows,), "q_norm": (cfg.head_dim,), "k_norm": (cfg.head_dim,),
+        "attn_post_norm": (cfg.n_embd,), "ffn_post_norm": (cfg.n_embd,), "rope_freqs": (cfg.rope_dims // 2,),
     }
 
 
@@ -142,8 +154,11 @@ def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
             raise UnsupportedError(f"layer {index}: q/k/v biases must be all present or all absent, got "
                                    f"{dict(zip(('bq', 'bk', 'bv'), biases))}")
         _check_positive_float(f"layer {index} rope_theta", layer.rope_theta)
+        window = layer.sliding_window
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or not 0 <= window <= MAX_WINDOW:
+            raise ValueError(f"layer {index} sliding_window must be an integer in [0, {MAX_WINDOW}], got {window!r}")
         layers.append(LayerPlan({role: _tensor(w, shapes[role]) for role, w in layer.tensors.items()},
-                                float(layer.rope_theta)))
+                                float(layer.rope_theta), int(window)))
     unknown = sorted(set(spec.tensors) - set(shapes))
     if unknown:
         raise UnsupportedError(f"the native executor does not implement {unknown}")
@@ -197,6 +212,23 @@ def _check_config(cfg: ModelConfig) -> None:
     if cfg.rope_style not in ROPE_STYLES:
         raise UnsupportedError(f"RoPE style {cfg.rope_style!r} (supported: {', '.join(ROPE_STYLES)})")
     _check_positive_float("config.rms_eps", cfg.rms_eps)
+    if cfg.activation not in ACTIVATIONS:
+        raise UnsupportedError(f"the native executor does not implement the activation {cfg.activation!r} "
+                               f"(supported: {', '.join(ACTIVATIONS)})")
+    if not cfg.causal:
+        raise UnsupportedError("the native executor does not implement bidirectional (non-causal) attention; "
+                               "use backend='reference'")
+    n_rot = cfg.n_rot
+    if isinstance(n_rot, bool) or not isinstance(n_rot, (int, np.integer)) or not 0 <= n_rot <= cfg.head_dim \
+            or n_rot % 2:
+        raise ValueError(f"config.n_rot must be an even integer in [0, head_dim={cfg.head_dim}], got {n_rot!r}")
+    for name in CONFIG_FLOATS.values():
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+                or not np.isfinite(value) or value < 0 or not np.isfinite(np.float32(value)):
+            raise ValueError(f"config.{name} must be a finite number >= 0 (0 = off), got {value!r}")
+    if not cfg.embd_scale > 0:
+        raise ValueError(f"config.embd_scale must be > 0 (1 = no scaling), got {cfg.embd_scale!r}")
 
 
 def _matrix(w: Weight, shape: tuple[int, int]) -> MatrixPlan:
