@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from onewell.errors import GGUFError, UnsupportedError
-from onewell.models import llama, qwen2
+from onewell.models import llama, phi3, qwen2, qwen3
 from onewell.models.base import ModelSpec
 
 ARCHITECTURES: dict[str, Callable[[Any], ModelSpec]] = {
     qwen2.ARCHITECTURE: qwen2.build_spec,
     llama.ARCHITECTURE: llama.build_spec,
+    qwen3.ARCHITECTURE: qwen3.build_spec,
+    phi3.ARCHITECTURE: phi3.build_spec,
 }
 
 
