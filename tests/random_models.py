@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from onewell.gguf import GGMLType, GGUFReader, GGUFWriter, ValueType
+from onewell.models.common import Hyperparameters
 from onewell.quant import quantize
 
 VOCAB_DIR = Path(__file__).parent / "data" / "vocab"
@@ -45,14 +46,7 @@ class Recipe:
     arch: str
     vocab: str                   # tests/data/vocab/ggml-vocab-<vocab>.gguf
     seed: int
-    n_embd: int
-    n_layer: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    n_ff: int
-    rope_theta: float
-    rms_eps: float
+    hp: Hyperparameters          # what the file's {arch}.* metadata says
     tied: bool
     types: dict[str, GGMLType]   # weight type by role (matrices); norms and rope_freqs are F32
     tokenizer_overrides: dict = field(default_factory=dict)
@@ -63,18 +57,21 @@ Q8, F16, FP32 = GGMLType.Q8_0, GGMLType.F16, GGMLType.F32
 MIXED = {
     # Qwen3: head_dim set by key_length, so n_head * head_dim (128) differs from n_embd (64), as in Qwen3-0.6B;
     # tied embeddings; the Qwen2 byte-level BPE (Qwen3's tokenizer: same tokens and merges, pre-tokenizer 'qwen2').
-    "qwen3": Recipe("qwen3", "qwen3", "qwen35", seed=3, n_embd=64, n_layer=3, n_head=4, n_head_kv=2, head_dim=32,
-                    n_ff=192, rope_theta=1e6, rms_eps=1e-6, tied=True,
+    "qwen3": Recipe("qwen3", "qwen3", "qwen35", seed=3, tied=True,
+                    hp=Hyperparameters(n_embd=64, n_layer=3, n_head=4, n_head_kv=2, head_dim=32, n_ff=192,
+                                       n_ctx_train=4096, rope_theta=1e6, rms_eps=1e-6),
                     types=dict(token_embd=F16, wq=F16, wk=F16, wv=Q8, wo=F16, w_gate=Q8, w_up=Q8, w_down=F16),
                     tokenizer_overrides={"tokenizer.ggml.pre": "qwen2", "tokenizer.ggml.add_bos_token": False}),
     # Llama 3.2-like: GQA 4:1, rope_freqs.weight, tied Q8_0 embeddings, the llama-bpe vocabulary (128,256 tokens).
-    "llama3": Recipe("llama3", "llama", "llama-bpe", seed=31, n_embd=128, n_layer=2, n_head=4, n_head_kv=1,
-                     head_dim=32, n_ff=256, rope_theta=500000.0, rms_eps=1e-5, tied=True,
+    "llama3": Recipe("llama3", "llama", "llama-bpe", seed=31, tied=True,
+                     hp=Hyperparameters(n_embd=128, n_layer=2, n_head=4, n_head_kv=1, head_dim=32, n_ff=256,
+                                        n_ctx_train=4096, rope_theta=500000.0, rms_eps=1e-5),
                      types=dict(token_embd=Q8, wq=Q8, wk=Q8, wv=F16, wo=Q8, w_gate=F16, w_up=Q8, w_down=FP32),
                      tokenizer_overrides={"tokenizer.ggml.add_bos_token": True}),
     # Phi-3 mini-like: fused attn_qkv and ffn_up (gate rows, then up rows), separate output, SentencePiece vocab.
-    "phi3": Recipe("phi3", "phi3", "phi-3", seed=7, n_embd=128, n_layer=2, n_head=4, n_head_kv=2, head_dim=32,
-                   n_ff=160, rope_theta=10000.0, rms_eps=1e-5, tied=False,
+    "phi3": Recipe("phi3", "phi3", "phi-3", seed=7, tied=False,
+                   hp=Hyperparameters(n_embd=128, n_layer=2, n_head=4, n_head_kv=2, head_dim=32, n_ff=160,
+                                      n_ctx_train=4096, rope_theta=10000.0, rms_eps=1e-5),
                    types=dict(token_embd=F16, w_qkv=Q8, wo=F16, w_gate_up=Q8, w_down=Q8, output=Q8)),
 }
 
@@ -109,7 +106,8 @@ def llama3_rope_factors(head_dim: int, theta: float, factor: float, low_freq_fac
 def _tensors(r: Recipe, n_vocab: int) -> list[tuple[str, GGMLType, np.ndarray]]:
     """(GGUF name, type, float32 values in numpy order) of every tensor, drawn in one fixed order."""
     rng = np.random.default_rng(r.seed)
-    d, q, kv = r.n_embd, r.n_head * r.head_dim, r.n_head_kv * r.head_dim
+    h = r.hp
+    d, q, kv = h.n_embd, h.n_head * h.head_dim, h.n_head_kv * h.head_dim
 
     def matrix(rows: int, cols: int, gain: float = 1.0) -> np.ndarray:
         return (rng.standard_normal((rows, cols)) * (gain / math.sqrt(cols))).astype(np.float32)
@@ -119,7 +117,7 @@ def _tensors(r: Recipe, n_vocab: int) -> list[tuple[str, GGMLType, np.ndarray]]:
 
     t = r.types
     out = [("token_embd.weight", t["token_embd"], (rng.standard_normal((n_vocab, d)) * 0.5).astype(np.float32))]
-    for i in range(r.n_layer):
+    for i in range(h.n_layer):
         b = f"blk.{i}."
         out.append((b + "attn_norm.weight", FP32, norm(d)))
         if r.arch == "phi3":
@@ -128,37 +126,37 @@ def _tensors(r: Recipe, n_vocab: int) -> list[tuple[str, GGMLType, np.ndarray]]:
             out += [(b + "attn_q.weight", t["wq"], matrix(q, d)), (b + "attn_k.weight", t["wk"], matrix(kv, d)),
                     (b + "attn_v.weight", t["wv"], matrix(kv, d))]
         if r.arch == "qwen3":
-            out += [(b + "attn_q_norm.weight", FP32, norm(r.head_dim, 0.5, 2.0)),
-                    (b + "attn_k_norm.weight", FP32, norm(r.head_dim, 0.5, 2.0))]
+            out += [(b + "attn_q_norm.weight", FP32, norm(h.head_dim, 0.5, 2.0)),
+                    (b + "attn_k_norm.weight", FP32, norm(h.head_dim, 0.5, 2.0))]
         out.append((b + "attn_output.weight", t["wo"], matrix(d, q)))
         out.append((b + "ffn_norm.weight", FP32, norm(d)))
         if r.arch == "phi3":
-            out.append((b + "ffn_up.weight", t["w_gate_up"], matrix(2 * r.n_ff, d, gain=2.0)))
+            out.append((b + "ffn_up.weight", t["w_gate_up"], matrix(2 * h.n_ff, d, gain=2.0)))
         else:
-            out += [(b + "ffn_gate.weight", t["w_gate"], matrix(r.n_ff, d, gain=2.0)),
-                    (b + "ffn_up.weight", t["w_up"], matrix(r.n_ff, d))]
-        out.append((b + "ffn_down.weight", t["w_down"], matrix(d, r.n_ff)))
+            out += [(b + "ffn_gate.weight", t["w_gate"], matrix(h.n_ff, d, gain=2.0)),
+                    (b + "ffn_up.weight", t["w_up"], matrix(h.n_ff, d))]
+        out.append((b + "ffn_down.weight", t["w_down"], matrix(d, h.n_ff)))
     out.append(("output_norm.weight", FP32, norm(d, 0.8, 1.2)))
     if not r.tied:
         out.append(("output.weight", t["output"], matrix(n_vocab, d, gain=4.0)))
     if r.arch == "llama":
         out.append(("rope_freqs.weight", FP32,
-                    llama3_rope_factors(r.head_dim, r.rope_theta, **LLAMA3_ROPE_SCALING)))
+                    llama3_rope_factors(h.head_dim, h.rope_theta, **LLAMA3_ROPE_SCALING)))
     return out
 
 
 def _hyperparameters(r: Recipe, n_vocab: int) -> list[tuple[str, object, ValueType]]:
-    a = r.arch
+    a, h = r.arch, r.hp
     meta = [
-        (f"{a}.context_length", 4096, U32), (f"{a}.embedding_length", r.n_embd, U32),
-        (f"{a}.block_count", r.n_layer, U32), (f"{a}.feed_forward_length", r.n_ff, U32),
-        (f"{a}.attention.head_count", r.n_head, U32), (f"{a}.attention.head_count_kv", r.n_head_kv, U32),
-        (f"{a}.rope.freq_base", r.rope_theta, F32), (f"{a}.attention.layer_norm_rms_epsilon", r.rms_eps, F32),
+        (f"{a}.context_length", h.n_ctx_train, U32), (f"{a}.embedding_length", h.n_embd, U32),
+        (f"{a}.block_count", h.n_layer, U32), (f"{a}.feed_forward_length", h.n_ff, U32),
+        (f"{a}.attention.head_count", h.n_head, U32), (f"{a}.attention.head_count_kv", h.n_head_kv, U32),
+        (f"{a}.rope.freq_base", h.rope_theta, F32), (f"{a}.attention.layer_norm_rms_epsilon", h.rms_eps, F32),
     ]
     if a == "qwen3":   # Qwen3's converter writes the head size: it is not n_embd / n_head
-        meta += [(f"{a}.attention.key_length", r.head_dim, U32), (f"{a}.attention.value_length", r.head_dim, U32)]
+        meta += [(f"{a}.attention.key_length", h.head_dim, U32), (f"{a}.attention.value_length", h.head_dim, U32)]
     if a in ("llama", "phi3"):
-        meta.append((f"{a}.rope.dimension_count", r.head_dim, U32))
+        meta.append((f"{a}.rope.dimension_count", h.head_dim, U32))
     if a == "llama":
         meta.append((f"{a}.vocab_size", n_vocab, U32))
     if a == "phi3":
