@@ -160,7 +160,10 @@ def _hyperparameters(r: Recipe, n_vocab: int) -> list[tuple[str, object, ValueTy
     if a == "llama":
         meta.append((f"{a}.vocab_size", n_vocab, U32))
     if a == "phi3":
-        meta.append((f"{a}.rope.scaling.original_context_length", 4096, U32))
+        # Phi-3 files carry a sliding window (2047 for Phi-3-mini) that llama.cpp ignores; a small one here makes
+        # the recorded logits show that onewell ignores it too
+        meta += [(f"{a}.rope.scaling.original_context_length", h.n_ctx_train, U32),
+                 (f"{a}.attention.sliding_window", 8, U32)]
     return meta
 
 

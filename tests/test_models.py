@@ -222,6 +222,11 @@ def test_phi3_fused_tensors_become_zero_copy_row_views(wt):
     assert spec.bytes_per_token() == sum(t.nbytes for t in reader.tensors.values())  # tied: the table is read
 
 
+def test_phi3_ignores_its_sliding_window_as_llama_cpp_does():
+    spec = load_spec(phi3_reader(**{"phi3.attention.sliding_window": 8}))
+    assert all(layer.sliding_window == 0 for layer in spec.layers)
+
+
 def test_phi3_with_separate_qkv_loads_and_a_short_fused_tensor_is_refused():
     spec = load_spec(phi3_reader(separate_qkv=True))
     assert spec.layers[0]["wq"].name == "blk.0.attn_q.weight" and spec.layers[0]["w_up"].shape == (64, 32)
