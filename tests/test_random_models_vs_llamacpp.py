@@ -14,7 +14,7 @@ and AVX2 paths):
   all-F32 weights: only llama.cpp's f16 KV cache differs: mean 0.002-0.003 / max 0.015-0.026, reference and
     native alike. Bounds: mean 0.01, max 0.05.
 A wrong model is far outside (test_the_comparison_sees_a_wrong_model): a missing q/k norm, missing rope_freqs,
-the other RoPE pairing or swapped gate/up halves move them by 1.7-10 nats on average.
+the other RoPE pairing, swapped gate/up halves or K/V rows move them by more than 1 nat on average (1.7-10).
 """
 from __future__ import annotations
 
@@ -104,8 +104,10 @@ def test_reference_backend_matches_llama_cpp(model_dir: Path, name: str):
     assert mean <= bound_mean and worst <= bound_max, (mean, worst)
 
 
-def _swap_gate_up(spec: ModelSpec) -> ModelSpec:
-    return dataclasses.replace(spec, layers=[l.with_tensors(w_gate=l["w_up"], w_up=l["w_gate"]) for l in spec.layers])
+def _swapped(a: str, b: str):
+    def mutate(spec: ModelSpec) -> ModelSpec:
+        return dataclasses.replace(spec, layers=[l.with_tensors(**{a: l[b], b: l[a]}) for l in spec.layers])
+    return mutate
 
 
 def _other_rope_pairing(spec: ModelSpec) -> ModelSpec:
@@ -123,7 +125,7 @@ def _without(role: str):
 
 BUGS = {"qwen3": {"no q_norm": _without("q_norm"), "no k_norm": _without("k_norm")},
         "llama3": {"no rope_freqs": _without("rope_freqs")},
-        "phi3": {"gate/up halves swapped": _swap_gate_up}}
+        "phi3": {"gate/up halves swapped": _swapped("w_gate", "w_up"), "K/V rows swapped": _swapped("wk", "wv")}}
 
 
 @pytest.mark.parametrize("arch", list(BUGS))

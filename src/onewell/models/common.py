@@ -232,7 +232,7 @@ def split_rows(fused: Weight, parts: dict[str, int]) -> dict[str, Weight]:
     part is a zero-copy slice of the fused tensor's bytes. parts: role -> row count, in stacking order."""
     rows, cols = fused.shape
     if sum(parts.values()) != rows:
-        raise GGUFError(f"tensor {fused.name!r}: {rows} rows cannot hold {dict(parts)}")
+        raise ValueError(f"tensor {fused.name!r}: {rows} rows cannot hold {dict(parts)}")
     row_bytes = fused.raw.size // rows
     views, start = {}, 0
     for role, n in parts.items():
