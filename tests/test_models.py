@@ -10,6 +10,7 @@ import pytest
 from onewell.errors import ContextOverflowError, GGUFError, UnsupportedError
 from onewell.gguf import GGMLType
 from onewell.gguf.reader import TensorInfo
+from onewell.models.base import Weight
 from onewell.models.registry import load_spec, supported_architectures
 from onewell.quant import quantize
 from onewell.runtime import reference
@@ -102,9 +103,9 @@ def test_qwen2_spec_has_biases_neox_rope_and_separate_output():
 def test_unknown_architecture_lists_the_supported_ones():
     reader = tiny_reader()
     reader.metadata["general.architecture"] = "mamba"
-    with pytest.raises(UnsupportedError, match="'mamba'.*gemma3, llama, qwen2"):
+    with pytest.raises(UnsupportedError, match="'mamba'.*gemma3, llama, phi3, qwen2, qwen3"):
         load_spec(reader)
-    assert supported_architectures() == ["gemma3", "llama", "qwen2"]
+    assert supported_architectures() == ["gemma3", "llama", "phi3", "qwen2", "qwen3"]
 
 
 def test_missing_architecture_key_is_a_gguf_error():
@@ -120,7 +121,9 @@ def test_missing_architecture_key_is_a_gguf_error():
     (dict(arch="qwen2", drop=["blk.0.attn_v.bias"]), GGUFError, "blk.0.attn_v.bias.*missing"),
     (dict(drop=["output_norm.weight"]), GGUFError, "output_norm.weight.*missing"),
     (dict(replace={"token_embd.weight": np.zeros((64, 16), np.float32)}), GGUFError, "token_embd"),
-    (dict(replace={"rope_freqs.weight": np.ones(4, np.float32)}), UnsupportedError, "rope_freqs"),
+    (dict(arch="qwen2", replace={"rope_freqs.weight": np.ones(4, np.float32)}), UnsupportedError, "rope_freqs"),
+    (dict(replace={"rope_freqs.weight": np.ones(8, np.float32)}), GGUFError, "rope_freqs.weight.*shape"),
+    (dict(replace={"rope_freqs.weight": np.array([1, 2, 0, 4], np.float32)}), GGUFError, "rope_freqs.*<= 0"),
     (dict(extra_meta={"llama.rope.scaling.type": "yarn"}), UnsupportedError, "yarn"),
     (dict(extra_meta={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 4.0}),
      UnsupportedError, "linear"),
@@ -139,6 +142,109 @@ def test_missing_architecture_key_is_a_gguf_error():
 def test_inconsistent_or_unsupported_files_are_refused_by_name(kw, error, fragment):
     with pytest.raises(error, match=fragment):
         load_spec(tiny_reader(**kw))
+
+
+def test_llama3_rope_freqs_are_the_model_s_frequency_factors():
+    factors = np.array([1.0, 1.5, 4.0, 8.0], np.float32)
+    spec = load_spec(tiny_reader(replace={"rope_freqs.weight": factors}))
+    assert spec.rope_freqs.name == "rope_freqs.weight"
+    np.testing.assert_array_equal(reference.dense(spec.rope_freqs), factors)
+    assert load_spec(tiny_reader()).rope_freqs is None
+    # they change the forward pass (pair i turns factor_i times slower), unlike a file without them
+    ids = [1, 5, 9, 2, 7]
+    with_factors = ReferenceBackend(spec, n_ctx=8).forward(ids, all_logits=True)
+    plain = ReferenceBackend(load_spec(tiny_reader()), n_ctx=8).forward(ids, all_logits=True)
+    np.testing.assert_array_equal(with_factors[0], plain[0])  # position 0 has no rotation at all
+    assert np.abs(with_factors[1:] - plain[1:]).max() > 1e-2
+
+
+def qwen3_norms(n_layer=2, hd=8, seed=5) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {f"blk.{i}.attn_{t}_norm.weight": rng.uniform(0.5, 1.5, hd).astype(np.float32)
+            for i in range(n_layer) for t in "qk"}
+
+
+def test_qwen3_spec_has_per_head_qk_norms_and_no_biases():
+    spec = load_spec(tiny_reader("qwen3", replace=qwen3_norms()))
+    c = spec.config
+    assert (c.arch, c.rope_style, c.head_dim) == ("qwen3", "neox", 8)
+    assert spec.layers[1]["q_norm"].shape == (8,) and spec.layers[1]["k_norm"].name == "blk.1.attn_k_norm.weight"
+    assert all(layer.get("bq") is None for layer in spec.layers)
+    with pytest.raises(GGUFError, match="blk.0.attn_k_norm.weight.*missing"):
+        load_spec(tiny_reader("qwen3", replace={k: v for k, v in qwen3_norms().items() if "0.attn_k" not in k}))
+    biases = {f"blk.{i}.attn_{t}.bias": np.zeros(32 if t == "q" else 16, np.float32) for i in range(2) for t in "qkv"}
+    with pytest.raises(UnsupportedError, match="attn_k.bias"):
+        load_spec(tiny_reader("qwen3", replace={**qwen3_norms(), **biases}))
+
+
+def phi3_reader(separate_qkv=False, extra=None, types=None, **kw) -> FakeReader:
+    """The tiny llama model with its layers' tensors fused the way phi3 files store them."""
+    src = tiny_reader(n_ff=64)
+    arrays = {name: dequantize_raw(src, name) for name in src.tensors}
+    for i in range(2):
+        b = f"blk.{i}."
+        if not separate_qkv:
+            arrays[b + "attn_qkv.weight"] = np.concatenate([arrays.pop(b + f"attn_{t}.weight") for t in "qkv"])
+        arrays[b + "ffn_up.weight"] = np.concatenate([arrays.pop(b + "ffn_gate.weight"), arrays[b + "ffn_up.weight"]])
+    arrays.update(extra or {})
+    meta = {k.replace("llama.", "phi3."): v for k, v in src.metadata.items()}
+    meta.update({"general.architecture": "phi3", **kw})
+    return FakeReader(meta, arrays, types)
+
+
+def load_weight(reader: FakeReader, name: str) -> Weight:
+    info = reader.tensors[name]
+    return Weight(name, info.ggml_type, info.shape, reader.tensor_data(name))
+
+
+def dequantize_raw(reader: FakeReader, name: str) -> np.ndarray:
+    return reference.dense(load_weight(reader, name))
+
+
+@pytest.mark.parametrize("wt", [GGMLType.F32, GGMLType.Q8_0])
+def test_phi3_fused_tensors_become_zero_copy_row_views(wt):
+    fused = [f"blk.{i}.{n}" for i in range(2) for n in ("attn_qkv.weight", "ffn_up.weight")]
+    reader = phi3_reader(types={name: wt for name in fused})
+    spec = load_spec(reader)
+    assert (spec.config.arch, spec.config.rope_style) == ("phi3", "neox")
+    layer = spec.layers[1]
+    qkv, gate_up = reader.tensor_data("blk.1.attn_qkv.weight"), reader.tensor_data("blk.1.ffn_up.weight")
+    assert [layer[r].shape for r in ("wq", "wk", "wv", "w_gate", "w_up")] == [(32, 32), (16, 32), (16, 32),
+                                                                              (64, 32), (64, 32)]
+    assert all(np.shares_memory(layer[r].raw, qkv) for r in ("wq", "wk", "wv"))
+    assert all(np.shares_memory(layer[r].raw, gate_up) for r in ("w_gate", "w_up"))
+    # the views hold exactly the rows of the fused matrix, in the order Q, K, V and gate, up
+    whole = reference.dense(load_weight(reader, "blk.1.attn_qkv.weight"))
+    np.testing.assert_array_equal(np.concatenate([reference.dense(layer[r]) for r in ("wq", "wk", "wv")]), whole)
+    whole = reference.dense(load_weight(reader, "blk.1.ffn_up.weight"))
+    np.testing.assert_array_equal(reference.dense(layer["w_gate"]), whole[:64])
+    np.testing.assert_array_equal(reference.dense(layer["w_up"]), whole[64:])
+    assert spec.bytes_per_token() == sum(t.nbytes for t in reader.tensors.values())  # tied: the table is read
+
+
+def test_phi3_ignores_its_sliding_window_as_llama_cpp_does():
+    spec = load_spec(phi3_reader(**{"phi3.attention.sliding_window": 8}))
+    assert all(layer.sliding_window == 0 for layer in spec.layers)
+
+
+def test_phi3_with_separate_qkv_loads_and_a_short_fused_tensor_is_refused():
+    spec = load_spec(phi3_reader(separate_qkv=True))
+    assert spec.layers[0]["wq"].name == "blk.0.attn_q.weight" and spec.layers[0]["w_up"].shape == (64, 32)
+    short = phi3_reader(extra={"blk.0.ffn_up.weight": np.zeros((64, 32), np.float32)})  # up only, no gate half
+    with pytest.raises(GGUFError, match="blk.0.ffn_up.weight.*shape"):
+        load_spec(short)
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    (dict(extra={"rope_factors_long.weight": np.ones(4, np.float32),
+                 "rope_factors_short.weight": np.ones(4, np.float32)}), "LongRoPE.*rope_factors_long.weight"),
+    ({"phi3.rope.scaling.attn_factor": 1.19}, "LongRoPE.*attn_factor=1.19"),
+    ({"phi3.rope.scaling.type": "longrope"}, "longrope"),
+    ({"phi3.rope.dimension_count": 6}, "partial RoPE"),
+])
+def test_phi3_variants_we_do_not_implement_are_refused_by_name(kw, fragment):
+    with pytest.raises(UnsupportedError, match=fragment):
+        load_spec(phi3_reader(**kw))
 
 
 def test_unscaled_rope_keys_are_accepted():

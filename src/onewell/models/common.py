@@ -237,14 +237,58 @@ def layer_shapes(hp: Hyperparameters) -> dict[str, tuple[int, ...]]:
     }
 
 
+def split_rows(fused: Weight, parts: dict[str, int]) -> dict[str, Weight]:
+    """Row views of a matrix that stacks several (fused QKV, gate+up): rows are contiguous byte runs, so each
+    part is a zero-copy slice of the fused tensor's bytes. parts: role -> row count, in stacking order."""
+    rows, cols = fused.shape
+    if sum(parts.values()) != rows:
+        raise ValueError(f"tensor {fused.name!r}: {rows} rows cannot hold {dict(parts)}")
+    row_bytes = fused.raw.size // rows
+    views, start = {}, 0
+    for role, n in parts.items():
+        views[role] = Weight(f"{fused.name}[rows {start}:{start + n}]", fused.ggml_type, (n, cols),
+                             fused.raw[start * row_bytes:(start + n) * row_bytes])
+        start += n
+    return views
+
+
+def _layer_tensors(w: WeightTable, i: int, roles: tuple[str, ...], shapes: dict[str, tuple[int, ...]],
+                   fused: dict[str, tuple[str, ...]]) -> dict[str, Weight]:
+    tensors: dict[str, Weight] = {}
+    for name, parts in fused.items():
+        if w.has(f"blk.{i}.{name}"):
+            rows = {role: shapes[role][0] for role in parts}
+            tensors |= split_rows(w.get(f"blk.{i}.{name}", (sum(rows.values()), shapes[parts[0]][1])), rows)
+    for role in roles:
+        if role not in tensors:
+            tensors[role] = w.get(f"blk.{i}.{LAYER_TENSOR_NAMES[role]}", shapes[role])
+    return tensors
+
+
+def _rope_freqs(w: WeightTable, hp: Hyperparameters) -> Weight | None:
+    """rope_freqs.weight (Llama 3.x): [head_dim/2] factors that divide the RoPE frequencies; must be > 0."""
+    factors = w.optional("rope_freqs.weight", (hp.head_dim // 2,))
+    if factors is not None:
+        values = dequantize(factors.ggml_type, factors.raw, factors.shape)
+        if not (values > 0).all():
+            raise GGUFError(f"tensor 'rope_freqs.weight' has a factor <= 0 ({float(values.min())}); "
+                            f"it divides a RoPE frequency")
+    return factors
+
+
 def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, layer_features: tuple[str, ...] = (),
-                       layer_attention: Callable[[int], dict] | None = None, **flags: Any) -> ModelSpec:
+                       layer_attention: Callable[[int], dict] | None = None,
+                       model_features: tuple[str, ...] = (), fused: dict[str, tuple[str, ...]] | None = None,
+                       **flags: Any) -> ModelSpec:
     """The pre-norm decoder every supported family shares (RMSNorm, GQA, gated FFN, output separate or tied):
     hyperparameters from `{arch}.*` metadata, every weight looked up by its GGUF name with its shape checked.
     layer_features: the optional layer roles (base.LAYER_OPTIONAL) this architecture has in every layer;
     layer_attention: layer index -> {"rope_theta": .., "sliding_window": ..} where layers differ (default: every
-    layer global with the metadata's RoPE base); flags: ModelConfig feature flags (activation, embd_scale, ...).
-    Tensors the file has beyond these are refused."""
+    layer global with the metadata's RoPE base);
+    model_features: the optional model roles (base.MODEL_OPTIONAL) it reads when the file has them;
+    fused: GGUF tensor name (after "blk.{i}.") -> the roles whose rows it stacks, in order; where a layer has
+    that tensor, the roles are row views of it (phi3: attn_qkv, and ffn_up holding gate then up);
+    flags: ModelConfig feature flags (activation, embd_scale, ...). Tensors the file has beyond these are refused."""
     hp = read_hyperparameters(reader, arch, handled_flags=tuple(flags))
     w = WeightTable(reader)
     d = hp.n_embd
@@ -257,16 +301,19 @@ def build_decoder_spec(reader: Any, arch: str, *, rope_style: str, layer_feature
     shapes = layer_shapes(hp)
     roles = LAYER_REQUIRED + tuple(layer_features)
     attention = layer_attention or (lambda i: {})
-    layers = [LayerSpec({role: w.get(f"blk.{i}.{LAYER_TENSOR_NAMES[role]}", shapes[role]) for role in roles},
-                        **{"rope_theta": hp.rope_theta, **attention(i)})
+    layers = [LayerSpec(_layer_tensors(w, i, roles, shapes, fused or {}), **{"rope_theta": hp.rope_theta, **attention(i)})
               for i in range(hp.n_layer)]
     token_embd = w.get("token_embd.weight", (n_vocab, d))
+    unknown = set(model_features) - {"rope_freqs"}
+    if unknown:
+        raise ValueError(f"{arch}: unknown model features {sorted(unknown)}")
     spec = ModelSpec(
         config=config,
         tensors={"token_embd": token_embd, "output_norm": w.get("output_norm.weight", (d,)),
-                 "output": token_embd if tied else w.get("output.weight", (n_vocab, d))},
+                 "output": token_embd if tied else w.get("output.weight", (n_vocab, d)),
+                 "rope_freqs": _rope_freqs(w, hp) if "rope_freqs" in model_features else None},
         layers=layers,
         metadata=reader.metadata,
     )
-    w.check_all_used(arch)  # a tensor we would ignore (e.g. rope_freqs.weight of Llama 3 scaling) is refused
+    w.check_all_used(arch)  # a tensor we would ignore (e.g. rope_freqs.weight where the family has none) is refused
     return spec

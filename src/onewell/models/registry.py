@@ -7,13 +7,15 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from onewell.errors import GGUFError, UnsupportedError
-from onewell.models import gemma3, llama, qwen2
+from onewell.models import gemma3, llama, phi3, qwen2, qwen3
 from onewell.models.base import ModelSpec
 
 ARCHITECTURES: dict[str, Callable[[Any], ModelSpec]] = {
     qwen2.ARCHITECTURE: qwen2.build_spec,
     llama.ARCHITECTURE: llama.build_spec,
     gemma3.ARCHITECTURE: gemma3.build_spec,
+    qwen3.ARCHITECTURE: qwen3.build_spec,
+    phi3.ARCHITECTURE: phi3.build_spec,
 }
 
 
