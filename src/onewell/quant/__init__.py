@@ -22,11 +22,11 @@ from .q2_k import dequantize_q2_k
 from .q3_k import dequantize_q3_k
 from .q4_0 import dequantize_q4_0, quantize_q4_0
 from .q4_1 import dequantize_q4_1
-from .q4_k import dequantize_q4_k
-from .q5_0 import dequantize_q5_0
+from .q4_k import dequantize_q4_k, quantize_q4_k
+from .q5_0 import dequantize_q5_0, quantize_q5_0
 from .q5_1 import dequantize_q5_1
 from .q5_k import dequantize_q5_k
-from .q6_k import dequantize_q6_k
+from .q6_k import dequantize_q6_k, quantize_q6_k
 from .q8_0 import dequantize_q8_0, quantize_q8_0
 
 BlockFn = Callable[[np.ndarray], np.ndarray]
@@ -54,7 +54,10 @@ _QUANTIZERS: dict[GGMLType, BlockFn] = {
     GGMLType.F16: quantize_f16,
     GGMLType.BF16: quantize_bf16,
     GGMLType.Q4_0: quantize_q4_0,
+    GGMLType.Q5_0: quantize_q5_0,
     GGMLType.Q8_0: quantize_q8_0,
+    GGMLType.Q4_K: quantize_q4_k,
+    GGMLType.Q6_K: quantize_q6_k,
 }
 
 DEQUANTIZE_TYPES: frozenset[GGMLType] = frozenset(_DEQUANTIZERS)
