@@ -19,8 +19,13 @@ GROUP_MAX_EPS = F32(1e-15)
 
 
 def seq_sum(terms: np.ndarray) -> np.ndarray:
-    """Row sums added left to right in float32, as a C loop does (numpy's sum would add pairwise)."""
-    return np.add.accumulate(terms, axis=1, dtype=F32)[:, -1]
+    """Row sums added left to right in float32, as a C loop does (numpy's sum would add pairwise): one
+    vector add per column, over a transposed copy so each add streams a contiguous row."""
+    columns = np.ascontiguousarray(terms.T, dtype=F32)
+    acc = columns[0].copy()
+    for column in columns[1:]:
+        acc += column
+    return acc
 
 
 def nearest_int(v: np.ndarray) -> np.ndarray:
