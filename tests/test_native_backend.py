@@ -113,7 +113,11 @@ QWEN_TYPES = dict(wq=GGMLType.Q5_0, wk=GGMLType.Q4_K, wv=GGMLType.F16, wo=GGMLTy
                   w_up=GGMLType.F32, w_down=GGMLType.Q6_K, token_embd=GGMLType.Q4_K, output=GGMLType.Q6_K)
 Q8_1_TYPES = dict(wq=GGMLType.Q4_1, wk=GGMLType.Q5_1, wv=GGMLType.Q4_1, wo=GGMLType.Q8_0, w_gate=GGMLType.Q4_1,
                   w_up=GGMLType.Q5_1, w_down=GGMLType.Q4_1, token_embd=GGMLType.Q8_0)
-TINY = {"llama": ("llama", LLAMA_TYPES), "qwen2": ("qwen2", QWEN_TYPES), "llama-q8_1": ("llama", Q8_1_TYPES)}
+# issue 10's types: 2/3-bit K-quants and IQ4 with Q8_K / Q8_0 activations, BF16 with F32; an IQ4_XS gather table
+LOW_BIT_TYPES = dict(wq=GGMLType.Q2_K, wk=GGMLType.Q3_K, wv=GGMLType.IQ4_NL, wo=GGMLType.IQ4_XS, w_gate=GGMLType.BF16,
+                     w_up=GGMLType.Q3_K, w_down=GGMLType.Q2_K, token_embd=GGMLType.IQ4_XS, output=GGMLType.BF16)
+TINY = {"llama": ("llama", LLAMA_TYPES), "qwen2": ("qwen2", QWEN_TYPES), "llama-q8_1": ("llama", Q8_1_TYPES),
+        "qwen2-low-bit": ("qwen2", LOW_BIT_TYPES)}
 
 
 @pytest.fixture(scope="module", params=list(TINY))
