@@ -63,7 +63,7 @@ def main(path: str) -> int:
     x = (rng.standard_normal((64, 512)) * rng.uniform(0.01, 2, (64, 1))).astype(np.float32)
     x[3, :256] = 0.0
     failures = 0
-    for t in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.BF16, T.Q4_0, T.Q5_0, T.Q8_0):
+    for t in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.BF16, T.Q4_0, T.Q5_0, T.Q5_1, T.Q8_0):
         raw = g.quantize(int(t), x)
         ours = dequantize(t, raw, x.shape).reshape(-1)
         same = np.array_equal(ours.view(np.uint32), g.dequantize(int(t), raw, x.size).view(np.uint32))

@@ -25,7 +25,7 @@ from onewell.gguf import GGUFReader  # noqa: E402
 from onewell.gguf.constants import GGMLType as T  # noqa: E402
 from onewell.quant import dequantize  # noqa: E402
 
-TYPES = (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.Q4_0, T.Q5_0, T.Q8_0, T.BF16)
+TYPES = (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.Q4_0, T.Q5_0, T.Q5_1, T.Q8_0, T.BF16)
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "ggml_codecs.npz"
 
 

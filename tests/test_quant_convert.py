@@ -126,10 +126,10 @@ def test_q4_k_m_falls_back_for_rows_that_are_not_super_blocks(tmp_path):
     assert planned_types(write_model(tmp_path / "w.gguf", {"a.weight": (T.F32, (48, 2))}), "q4_k_m") == {"a.weight": "F16"}
 
 
-def test_q4_k_m_refuses_a_fused_qkv_it_would_store_as_q5_k(tmp_path):
-    path = write_model(tmp_path / "m.gguf", {"blk.0.attn_qkv.weight": (T.F32, (256, 8))})
-    with pytest.raises(UnsupportedError, match="attn_qkv.*Q5_K"):
-        planned_types(path, "q4_k_m")
+def test_q4_k_m_stores_a_fused_qkv_as_q5_k_or_q5_1(tmp_path):
+    path = write_model(tmp_path / "m.gguf", {"blk.0.attn_qkv.weight": (T.F32, (256, 8)),
+                                             "blk.1.attn_qkv.weight": (T.F32, (96, 8))})
+    assert planned_types(path, "q4_k_m") == {"blk.0.attn_qkv.weight": "Q5_K", "blk.1.attn_qkv.weight": "Q5_1"}
 
 
 def test_q6_k_and_bf16_targets(tmp_path):

@@ -406,7 +406,7 @@ def test_bf16_rounds_to_nearest_even_and_quiets_nan():
 def test_supported_type_sets():
     assert DEQUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K,
                                 T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS}
-    assert QUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K}
+    assert QUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K}
 
 
 @pytest.mark.parametrize("ggml_type", [T.IQ2_XXS, T.IQ3_S, T.Q8_K])

@@ -24,7 +24,7 @@ from onewell.runtime import native_kernels as nk
 from test_native_kernels import EXACT_RTOL, check_within, twin_product
 
 RECORD = np.load(DATA / "ggml_codecs.npz")
-TYPES = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.Q4_0, T.Q5_0, T.Q8_0, T.BF16]
+TYPES = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.Q4_0, T.Q5_0, T.Q5_1, T.Q8_0, T.BF16]
 SOURCES = ["random", "real", "cos"]
 CASES = [(t, src) for t in TYPES for src in SOURCES]
 RMSE_LIMIT = {T.Q2_K: 0.0075, T.Q3_K: 0.0040}       # test-quantize-fns: MAX_QUANTIZATION_TOTAL_ERROR_2BITS/_3BITS

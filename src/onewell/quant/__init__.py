@@ -24,8 +24,8 @@ from .q4_0 import dequantize_q4_0, quantize_q4_0
 from .q4_1 import dequantize_q4_1
 from .q4_k import dequantize_q4_k, quantize_q4_k
 from .q5_0 import dequantize_q5_0, quantize_q5_0
-from .q5_1 import dequantize_q5_1
-from .q5_k import dequantize_q5_k
+from .q5_1 import dequantize_q5_1, quantize_q5_1
+from .q5_k import dequantize_q5_k, quantize_q5_k
 from .q6_k import dequantize_q6_k, quantize_q6_k
 from .q8_0 import dequantize_q8_0, quantize_q8_0
 
@@ -55,8 +55,10 @@ _QUANTIZERS: dict[GGMLType, BlockFn] = {
     GGMLType.BF16: quantize_bf16,
     GGMLType.Q4_0: quantize_q4_0,
     GGMLType.Q5_0: quantize_q5_0,
+    GGMLType.Q5_1: quantize_q5_1,
     GGMLType.Q8_0: quantize_q8_0,
     GGMLType.Q4_K: quantize_q4_k,
+    GGMLType.Q5_K: quantize_q5_k,
     GGMLType.Q6_K: quantize_q6_k,
 }
 

@@ -8,9 +8,9 @@ What llama-quantize does, and so do we:
   bits: Q8_0 stays Q8_0, the others become Q6_K, Q8_0 when its rows are not a multiple of 256;
 - Q4_K_M is a mix (llama.cpp's llama_tensor_get_type for a dense, non-Falcon model): Q4_K by default, Q6_K for
   attn_v and ffn_down in the layers `use_more_bits` picks (the first and last eighth, every third in between),
-  Q5_K for a fused attn_qkv (refused: no Q5_K encoder yet);
+  Q5_K for a fused attn_qkv;
 - a type whose blocks do not fit a tensor's rows falls back as llama.cpp's tensor_type_fallback: Q4_K -> Q5_0,
-  Q6_K -> Q8_0 (then F16 if even 32 does not divide the rows);
+  Q5_K -> Q5_1, Q6_K -> Q8_0 (then F16 if even 32 does not divide the rows);
 - a tensor already in its new type is copied unchanged; any other is dequantized to float32 and re-encoded
   with ggml's reference quantizer;
 - every metadata entry is kept, in order, except that general.quantization_version (2) and general.file_type
