@@ -252,3 +252,27 @@ def test_smollm_file_conversion(smollm_path, tmp_path):
             assert (np.abs(x.reshape(-1, 32) - y.reshape(-1, 32)) <= 0.57 * step).all(), name
         assert (src.tensors["token_embd.weight"].ggml_type == T.Q8_0
                 and np.array_equal(out.tensor_data("token_embd.weight"), src.tensor_data("token_embd.weight")))
+
+
+# llama-quantize's Q4_K_M of SmolLM2's F16 conversion (tests/data/README.md): every tensor's type, and the bytes
+# of the layers that hold each of its types (Q4_K, Q6_K, Q5_0, Q8_0, F32), are llama.cpp's bit for bit
+Q4_K_M_GOLDEN = json.loads((DATA / "q4_k_m_from_smollm2_f16_tensor_sha256.json").read_text())
+Q4_K_M_CHECKED = [n for n in Q4_K_M_GOLDEN if n.startswith(("blk.0.", "blk.3.", "blk.29.")) or "blk." not in n]
+
+
+@pytest.fixture(scope="module")
+def smollm_f16(smollm_path, tmp_path_factory):
+    return convert_file(smollm_path, tmp_path_factory.mktemp("f16") / "smollm2-f16.gguf", "f16", progress=False)
+
+
+@pytest.mark.model
+def test_smollm_q4_k_m_matches_llama_quantize(smollm_f16):
+    with GGUFReader(smollm_f16) as reader:
+        plans = {p.info.name: p for p in plan_conversion(reader, "q4_k_m")}
+        assert {n: (p.new_type.name, list(p.info.dims)) for n, p in plans.items()} == \
+               {n: (g["type"], g["shape"]) for n, g in Q4_K_M_GOLDEN.items()}
+        checked = {p.new_type for n, p in plans.items() if n in Q4_K_M_CHECKED}
+        assert checked == {T.Q4_K, T.Q6_K, T.Q5_0, T.Q8_0, T.F32}
+        for name in Q4_K_M_CHECKED:
+            data = np.ascontiguousarray(convert_tensor(reader, plans[name]))
+            assert hashlib.sha256(data.tobytes()).hexdigest() == Q4_K_M_GOLDEN[name]["sha256"], name
