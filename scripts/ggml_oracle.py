@@ -37,6 +37,8 @@ class GGML:
 
     def dequantize(self, t: int, raw: np.ndarray, n: int) -> np.ndarray:
         raw = np.ascontiguousarray(raw, dtype=np.uint8)
+        if t == 0:   # F32 has no to_float
+            return raw.view(np.float32).copy()
         out = np.empty(n, np.float32)
         _TO_FLOAT(self.traits(t).to_float)(raw.ctypes.data, out.ctypes.data, n)
         return out
