@@ -37,12 +37,16 @@ typedef struct OW_PACKED { uint8_t ql[OW_QK_K / 2]; uint8_t qh[OW_QK_K / 4]; int
 typedef struct OW_PACKED { uint8_t scales[OW_QK_K / 16]; uint8_t qs[OW_QK_K / 4]; uint16_t d, dmin; } ow_block_q2_K;
 /* 16 sub-blocks of 16: weight = d * (scale - 32) * q, q = the Q2_K-style 2 low bits - 4 unless bit i/32 of
  * hmask[i%32] is set; 6-bit scales packed in 12 bytes (ow_unpack_q3_K_scales) */
-typedef struct OW_PACKED { uint8_t hmask[OW_QK_K / 8]; uint8_t qs[OW_QK_K / 4]; uint8_t scales[12]; uint16_t d; } ow_block_q3_K;
+typedef struct OW_PACKED {
+    uint8_t hmask[OW_QK_K / 8]; uint8_t qs[OW_QK_K / 4]; uint8_t scales[12]; uint16_t d;
+} ow_block_q3_K;
 /* weight = d * ow_iq4nl_values[index], indices packed as Q4_0's nibbles */
 typedef struct OW_PACKED { uint16_t d; uint8_t qs[OW_QK / 2]; } ow_block_iq4_nl;
 /* 8 sub-blocks of 32 packed as IQ4_NL, each scaled by d * (6-bit scale - 32): low nibble s of scales_l, 2 bits
  * 2s..2s+1 of scales_h on top */
-typedef struct OW_PACKED { uint16_t d, scales_h; uint8_t scales_l[OW_QK_K / 64]; uint8_t qs[OW_QK_K / 2]; } ow_block_iq4_xs;
+typedef struct OW_PACKED {
+    uint16_t d, scales_h; uint8_t scales_l[OW_QK_K / 64]; uint8_t qs[OW_QK_K / 2];
+} ow_block_iq4_xs;
 /* activation format of the K-quants: float scale, sums of each 16 quants (the K-quant minimums/offsets use them) */
 typedef struct OW_PACKED { float d; int8_t qs[OW_QK_K]; int16_t bsums[OW_QK_K / 16]; } ow_block_q8_K;
 
@@ -127,7 +131,8 @@ static inline void ow_unpack_q3_K_scales(const uint8_t packed[12], int8_t scales
 
 /* The 6-bit scale (-32..31) of IQ4_XS sub-block s */
 static inline int ow_iq4_xs_scale(const ow_block_iq4_xs *b, int s) {
-    return (((b->scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((ow_read_u16((const uint8_t *)b + 2) >> (2 * s)) & 3) << 4)) - 32;
+    const int high = (ow_read_u16((const uint8_t *)b + 2) >> (2 * s)) & 3;   /* scales_h, read unaligned */
+    return (((b->scales_l[s / 2] >> (4 * (s % 2))) & 15) | high << 4) - 32;
 }
 
 #endif
