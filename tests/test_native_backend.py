@@ -42,13 +42,15 @@ from onewell.runtime.plan import build_plan
 
 # byte offsets of the fp16 scale/min fields of each block (the rest of a block may be any bytes)
 FP16_FIELDS = {GGMLType.Q4_0: (0,), GGMLType.Q4_1: (0, 2), GGMLType.Q5_0: (0,), GGMLType.Q5_1: (0, 2),
-               GGMLType.Q8_0: (0,), GGMLType.Q4_K: (0, 2), GGMLType.Q5_K: (0, 2), GGMLType.Q6_K: (208,)}
-ALL_TYPES = (GGMLType.F32, GGMLType.F16) + tuple(FP16_FIELDS)
+               GGMLType.Q8_0: (0,), GGMLType.Q4_K: (0, 2), GGMLType.Q5_K: (0, 2), GGMLType.Q6_K: (208,),
+               GGMLType.Q2_K: (80, 82), GGMLType.Q3_K: (108,), GGMLType.IQ4_NL: (0,), GGMLType.IQ4_XS: (0,)}
+FLOAT_TYPES = (GGMLType.F32, GGMLType.F16, GGMLType.BF16)
+ALL_TYPES = FLOAT_TYPES + tuple(FP16_FIELDS)
 
 
 def random_raw(rng: np.random.Generator, wt: GGMLType, rows: int, cols: int, std: float) -> np.ndarray:
     """Raw bytes of a rows x cols tensor of type wt whose values have about the given standard deviation."""
-    if wt in (GGMLType.F32, GGMLType.F16):
+    if wt in FLOAT_TYPES:
         return quantize(wt, rng.normal(0, std, (rows, cols)).astype(np.float32))
     layout = BLOCK_LAYOUTS[wt]
     n_blocks = rows * cols // layout.block_size
@@ -111,7 +113,11 @@ QWEN_TYPES = dict(wq=GGMLType.Q5_0, wk=GGMLType.Q4_K, wv=GGMLType.F16, wo=GGMLTy
                   w_up=GGMLType.F32, w_down=GGMLType.Q6_K, token_embd=GGMLType.Q4_K, output=GGMLType.Q6_K)
 Q8_1_TYPES = dict(wq=GGMLType.Q4_1, wk=GGMLType.Q5_1, wv=GGMLType.Q4_1, wo=GGMLType.Q8_0, w_gate=GGMLType.Q4_1,
                   w_up=GGMLType.Q5_1, w_down=GGMLType.Q4_1, token_embd=GGMLType.Q8_0)
-TINY = {"llama": ("llama", LLAMA_TYPES), "qwen2": ("qwen2", QWEN_TYPES), "llama-q8_1": ("llama", Q8_1_TYPES)}
+# issue 10's types: 2/3-bit K-quants and IQ4 with Q8_K / Q8_0 activations, BF16 with F32; an IQ4_XS gather table
+LOW_BIT_TYPES = dict(wq=GGMLType.Q2_K, wk=GGMLType.Q3_K, wv=GGMLType.IQ4_NL, wo=GGMLType.IQ4_XS, w_gate=GGMLType.BF16,
+                     w_up=GGMLType.Q3_K, w_down=GGMLType.Q2_K, token_embd=GGMLType.IQ4_XS, output=GGMLType.BF16)
+TINY = {"llama": ("llama", LLAMA_TYPES), "qwen2": ("qwen2", QWEN_TYPES), "llama-q8_1": ("llama", Q8_1_TYPES),
+        "qwen2-low-bit": ("qwen2", LOW_BIT_TYPES)}
 
 
 @pytest.fixture(scope="module", params=list(TINY))
@@ -313,9 +319,9 @@ def test_the_c_side_rechecks_step_arguments(tiny: ModelSpec):
 def test_plan_refuses_unsupported_or_inconsistent_weights(tiny: ModelSpec):
     layer = tiny.layers[1]
     up = layer["w_up"]
-    bf16 = Weight(up.name, GGMLType.BF16, up.shape, quantize(GGMLType.BF16, np.zeros(up.shape, np.float32)))
-    spec = dataclasses.replace(tiny, layers=[tiny.layers[0], layer.with_tensors(w_up=bf16)])
-    with pytest.raises(UnsupportedError, match=r"blk\.1\.w_up.*BF16"):
+    iq2 = Weight(up.name, GGMLType.IQ2_XXS, up.shape, np.zeros(up.shape[0] * up.shape[1] // 256 * 66, np.uint8))
+    spec = dataclasses.replace(tiny, layers=[tiny.layers[0], layer.with_tensors(w_up=iq2)])
+    with pytest.raises(UnsupportedError, match=r"blk\.1\.w_up.*IQ2_XXS"):
         NativeBackend(spec)
     wk = layer["wk"]
     wrong = dataclasses.replace(wk, shape=(wk.shape[0] * 2, wk.shape[1] // 2))

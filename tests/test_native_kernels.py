@@ -25,13 +25,16 @@ from onewell.runtime import native_kernels as nk
 
 T = GGMLType
 PATHS = nk.available_paths()
-WEIGHT_TYPES = [T.Q8_0, T.Q4_K, T.Q5_0, T.Q6_K, T.Q4_1, T.Q4_0, T.Q5_1, T.Q5_K, T.F16, T.F32]
+WEIGHT_TYPES = [T.Q8_0, T.Q4_K, T.Q5_0, T.Q6_K, T.Q4_1, T.Q4_0, T.Q5_1, T.Q5_K, T.F16, T.F32,
+                T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.BF16]
+FLOAT_TYPES = (T.F32, T.F16, T.BF16)
 ACT_TYPES = [T.Q8_0, T.Q8_1, T.Q8_K, T.F16, T.F32]
 WEIGHT_FOR_ACT = {T.Q8_0: T.Q8_0, T.Q8_1: T.Q4_1, T.Q8_K: T.Q4_K, T.F16: T.F16, T.F32: T.F32}
 
 # byte offsets of the fp16 scales (d, and m / dmin) inside one block: random bytes there could be inf/nan
 SCALE_OFFSETS = {T.Q4_0: (0,), T.Q5_0: (0,), T.Q8_0: (0,), T.Q4_1: (0, 2), T.Q5_1: (0, 2),
-                 T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}
+                 T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,), T.Q2_K: (80, 82), T.Q3_K: (108,),
+                 T.IQ4_NL: (0,), T.IQ4_XS: (0,)}
 EXACT_RTOL = 1e-5
 PATH_RTOL = 2e-5
 
@@ -42,6 +45,8 @@ def random_weight(rng: np.random.Generator, wt: GGMLType, rows: int, cols: int) 
         return rng.standard_normal(rows * cols).astype("<f4").view(np.uint8)
     if wt == T.F16:
         return rng.standard_normal(rows * cols).astype("<f2").view(np.uint8)
+    if wt == T.BF16:   # the top halves of random float32s: every bf16 mantissa pattern
+        return (rng.standard_normal(rows * cols).astype("<f4").view("<u4") >> 16).astype("<u2").view(np.uint8)
     raw = rng.integers(0, 256, rows * row_nbytes(wt, cols), dtype=np.uint8)
     blocks = raw.reshape(-1, BLOCK_LAYOUTS[wt].type_size)
     for off in SCALE_OFFSETS[wt]:
@@ -190,7 +195,7 @@ def test_matmul_matches_twins(wt, path):
 @pytest.mark.parametrize("wt", WEIGHT_TYPES, ids=lambda t: t.name)
 def test_simd_paths_agree_with_generic(wt, path):
     rng = np.random.default_rng(99 + int(wt))
-    rows, cols = 11, 4 * max(BLOCK_LAYOUTS[wt].block_size, 32) + (3 if wt in (T.F16, T.F32) else 0)
+    rows, cols = 11, 4 * max(BLOCK_LAYOUTS[wt].block_size, 32) + (3 if wt in FLOAT_TYPES else 0)
     raw = random_weight(rng, wt, rows, cols)
     x = rng.standard_normal((2, cols)).astype(np.float32)
     generic = nk.matmul(raw, wt, rows, cols, x, "generic")
@@ -199,7 +204,8 @@ def test_simd_paths_agree_with_generic(wt, path):
     check_within(simd, generic.astype(np.float64), PATH_RTOL * magnitude, f"{wt.name} {path} vs generic")
 
 
-@pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_K, T.Q6_K, T.F32], ids=lambda t: t.name)
+@pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_K, T.Q6_K, T.F32, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.BF16],
+                         ids=lambda t: t.name)
 def test_unaligned_weights_and_single_vector(wt):
     rng = np.random.default_rng(5)
     rows, cols = 6, 512
@@ -250,8 +256,8 @@ def test_wrappers_reject_bad_input():
         nk.matmul(raw, T.Q8_0, 4, 64, np.full((1, 64), np.nan, np.float32))
     with pytest.raises(ValueError, match="uint8"):
         nk.matmul(raw.view(np.int8), T.Q8_0, 4, 64, x)
-    with pytest.raises(UnsupportedError, match="Q2_K"):
-        nk.matmul(np.zeros(84, np.uint8), T.Q2_K, 1, 256, np.ones(256, np.float32))
+    with pytest.raises(UnsupportedError, match="IQ2_XXS"):
+        nk.matmul(np.zeros(66, np.uint8), T.IQ2_XXS, 1, 256, np.ones(256, np.float32))
     with pytest.raises(ValueError, match="unknown kernel path"):
         nk.matmul(raw, T.Q8_0, 4, 64, x, isa="neon")
 

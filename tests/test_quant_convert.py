@@ -80,13 +80,67 @@ def test_q4_0_tied_embedding_takes_the_output_rule(tmp_path):
     assert planned_types(write_model(tmp_path / "m.gguf", tied), "q4_0")["token_embd.weight"] == "Q8_0"
 
 
-def test_q4_0_output_that_needs_q6_k_is_refused_up_front(tmp_path):
+def test_q4_0_output_with_super_block_rows_gets_q6_k(tmp_path):
     path = write_model(tmp_path / "m.gguf", {"output.weight": (T.F32, (256, 4))})
-    with pytest.raises(UnsupportedError, match="output.weight.*Q6_K"):
-        planned_types(path, "q4_0")
-    with pytest.raises(UnsupportedError, match="Q6_K"):
-        convert_file(path, tmp_path / "out.gguf", "q4_0", progress=False)
-    assert not (tmp_path / "out.gguf").exists()
+    assert planned_types(path, "q4_0") == {"output.weight": "Q6_K"}
+    out = convert_file(path, tmp_path / "out.gguf", "q4_0", progress=False)
+    with GGUFReader(path) as src, GGUFReader(out) as dst:
+        values = dequantize(T.F32, src.tensor_data("output.weight"), (4, 256))
+        np.testing.assert_array_equal(dst.tensor_data("output.weight"), quantize(T.Q6_K, values))
+
+
+def mix_model(n_layers: int, n_embd: int = 256, n_ff: int = 512) -> dict:
+    tensors = {"token_embd.weight": (T.F32, (n_embd, 8)), "output.weight": (T.F32, (n_embd, 8))}
+    for i in range(n_layers):
+        tensors |= {f"blk.{i}.attn_q.weight": (T.F32, (n_embd, n_embd)),
+                    f"blk.{i}.attn_v.weight": (T.F32, (n_embd, 32)),
+                    f"blk.{i}.ffn_down.weight": (T.F32, (n_ff, n_embd)),
+                    f"blk.{i}.attn_norm.weight": (T.F32, (n_embd,))}
+    return tensors
+
+
+def test_use_more_bits_matches_llama_cpp_layer_choice():
+    from onewell.quant.convert import use_more_bits
+
+    # llama.cpp: i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2, integer division
+    assert [i for i in range(16) if use_more_bits(i, 16)] == [0, 1, 4, 7, 10, 13, 14, 15]
+    assert [i for i in range(30) if use_more_bits(i, 30)] == [0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29]
+
+
+def test_q4_k_m_mix(tmp_path):
+    types = planned_types(write_model(tmp_path / "m.gguf", mix_model(16)), "q4_k_m")
+    more = {0, 1, 4, 7, 10, 13, 14, 15}
+    for i in range(16):
+        assert types[f"blk.{i}.attn_q.weight"] == "Q4_K"
+        assert types[f"blk.{i}.attn_v.weight"] == types[f"blk.{i}.ffn_down.weight"] == ("Q6_K" if i in more else "Q4_K")
+        assert types[f"blk.{i}.attn_norm.weight"] == "F32"
+    assert types["output.weight"] == "Q6_K" and types["token_embd.weight"] == "Q4_K"
+
+
+def test_q4_k_m_falls_back_for_rows_that_are_not_super_blocks(tmp_path):
+    """SmolLM2's 576-wide rows: Q4_K -> Q5_0, Q6_K -> Q8_0, output -> Q8_0; the 1536-wide ffn_down stays K."""
+    types = planned_types(write_model(tmp_path / "m.gguf", mix_model(2, n_embd=576, n_ff=1536)), "q4_k_m")
+    assert types["blk.0.attn_q.weight"] == "Q5_0" and types["blk.1.attn_q.weight"] == "Q5_0"
+    assert types["blk.0.attn_v.weight"] == "Q5_0"   # of 2 layers, use_more_bits picks the last only
+    assert types["blk.1.attn_v.weight"] == "Q8_0"   # Q6_K falls back to Q8_0
+    assert types["blk.0.ffn_down.weight"] == "Q4_K" and types["blk.1.ffn_down.weight"] == "Q6_K"
+    assert types["output.weight"] == "Q8_0" and types["token_embd.weight"] == "Q5_0"
+    odd = write_model(tmp_path / "w.gguf", {"a.weight": (T.F32, (48, 2))})
+    assert planned_types(odd, "q4_k_m") == {"a.weight": "F16"}   # not even 32 divides 48
+
+
+def test_q4_k_m_stores_a_fused_qkv_as_q5_k_or_q5_1(tmp_path):
+    path = write_model(tmp_path / "m.gguf", {"blk.0.attn_qkv.weight": (T.F32, (256, 8)),
+                                             "blk.1.attn_qkv.weight": (T.F32, (96, 8))})
+    assert planned_types(path, "q4_k_m") == {"blk.0.attn_qkv.weight": "Q5_K", "blk.1.attn_qkv.weight": "Q5_1"}
+
+
+def test_q6_k_and_bf16_targets(tmp_path):
+    path = write_model(tmp_path / "m.gguf", mix_model(1, n_embd=576))
+    q6 = planned_types(path, "q6_k")
+    assert q6["blk.0.attn_q.weight"] == "Q8_0" and q6["blk.0.ffn_down.weight"] == "Q6_K"
+    bf16 = planned_types(path, "bf16")
+    assert bf16["blk.0.attn_q.weight"] == bf16["output.weight"] == "BF16" and bf16["blk.0.attn_norm.weight"] == "F32"
 
 
 def test_rows_that_are_not_whole_blocks_are_refused(tmp_path):
@@ -201,3 +255,27 @@ def test_smollm_file_conversion(smollm_path, tmp_path):
             assert (np.abs(x.reshape(-1, 32) - y.reshape(-1, 32)) <= 0.57 * step).all(), name
         assert (src.tensors["token_embd.weight"].ggml_type == T.Q8_0
                 and np.array_equal(out.tensor_data("token_embd.weight"), src.tensor_data("token_embd.weight")))
+
+
+# llama-quantize's Q4_K_M of SmolLM2's F16 conversion (tests/data/README.md): every tensor's type, and the bytes
+# of the layers that hold each of its types (Q4_K, Q6_K, Q5_0, Q8_0, F32), are llama.cpp's bit for bit
+Q4_K_M_GOLDEN = json.loads((DATA / "q4_k_m_from_smollm2_f16_tensor_sha256.json").read_text())
+Q4_K_M_CHECKED = [n for n in Q4_K_M_GOLDEN if n.startswith(("blk.0.", "blk.3.", "blk.29.")) or "blk." not in n]
+
+
+@pytest.fixture(scope="module")
+def smollm_f16(smollm_path, tmp_path_factory):
+    return convert_file(smollm_path, tmp_path_factory.mktemp("f16") / "smollm2-f16.gguf", "f16", progress=False)
+
+
+@pytest.mark.model
+def test_smollm_q4_k_m_matches_llama_quantize(smollm_f16):
+    with GGUFReader(smollm_f16) as reader:
+        plans = {p.info.name: p for p in plan_conversion(reader, "q4_k_m")}
+        assert {n: (p.new_type.name, list(p.info.dims)) for n, p in plans.items()} == \
+               {n: (g["type"], g["shape"]) for n, g in Q4_K_M_GOLDEN.items()}
+        checked = {p.new_type for n, p in plans.items() if n in Q4_K_M_CHECKED}
+        assert checked == {T.Q4_K, T.Q6_K, T.Q5_0, T.Q8_0, T.F32}
+        for name in Q4_K_M_CHECKED:
+            data = np.ascontiguousarray(convert_tensor(reader, plans[name]))
+            assert hashlib.sha256(data.tobytes()).hexdigest() == Q4_K_M_GOLDEN[name]["sha256"], name

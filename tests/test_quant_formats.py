@@ -159,6 +159,55 @@ def test_blocks_follow_rows_in_order():
         np.testing.assert_array_equal(out.reshape(-1)[32 * k:32 * k + 32], np.arange(k, k + 32, dtype=F32) * (k + 1))
 
 
+def test_q2_k_block():
+    # scales byte g: scale g % 8 + 1 (low nibble), min g % 4 (high nibble); every quant byte 0b11100100: within
+    # each 32-element run j of a half, the 2-bit quant is j (bits 2j..2j+1 of 0xE4 = 0, 1, 2, 3)
+    scales = bytes(((g % 4) << 4) | (g % 8 + 1) for g in range(16))
+    block = scales + bytes([0xE4]) * 64 + f16(0.5) + f16(0.25)
+    out = decode_one(T.Q2_K, block)
+    expected = [F32(0.5 * ((i // 16) % 8 + 1)) * F32((i // 32) % 4) - F32(0.25 * ((i // 16) % 4)) for i in range(256)]
+    np.testing.assert_array_equal(out, np.array(expected, F32))
+
+
+def test_q3_k_block():
+    # 6-bit scales s = 32 + (index - 8): low nibbles in bytes 0-7 (scales 0-7 low, 8-15 high), top 2 bits in 8-11
+    six = [32 + g - 8 for g in range(16)]
+    packed = [(six[k] & 15) | ((six[k + 8] & 15) << 4) for k in range(8)]
+    packed += [sum(((six[4 * t + k] >> 4) & 3) << (2 * t) for t in range(4)) for k in range(4)]
+    hmask = bytes([0x0F]) * 32   # bit b of hmask[l] for element 32 b + l: set for the first half only
+    block = hmask + bytes([0xE4]) * 64 + bytes(packed) + f16(0.125)
+    out = decode_one(T.Q3_K, block)
+    expected = []
+    for i in range(256):
+        q = (i // 32) % 4 - (0 if i < 128 else 4)
+        expected.append(F32(0.125 * (i // 16 - 8)) * F32(q))
+    np.testing.assert_array_equal(out, np.array(expected, F32))
+
+
+KVALUES = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]   # ggml's kvalues_iq4nl
+
+
+def test_iq4_nl_block():
+    qs = bytes(j | ((15 - j) << 4) for j in range(16))   # element j: index j, element j + 16: index 15 - j
+    out = decode_one(T.IQ4_NL, f16(0.5) + qs)
+    np.testing.assert_array_equal(out, np.array([0.5 * KVALUES[j] for j in range(16)]
+                                                + [0.5 * KVALUES[15 - j] for j in range(16)], F32))
+
+
+def test_iq4_xs_block():
+    six = [32 + 3 * s - 10 for s in range(8)]   # scale s - 32 = 3 s - 10
+    scales_h = sum((six[s] >> 4) << (2 * s) for s in range(8))
+    scales_l = bytes((six[2 * k] & 15) | ((six[2 * k + 1] & 15) << 4) for k in range(4))
+    qs = b"".join(bytes(((s + j) % 16) | (((s + j + 1) % 16) << 4) for j in range(16)) for s in range(8))
+    out = decode_one(T.IQ4_XS, f16(0.25) + struct.pack("<H", scales_h) + scales_l + qs)
+    expected = []
+    for s in range(8):
+        dl = F32(0.25 * (3 * s - 10))
+        expected += [dl * F32(KVALUES[(s + j) % 16]) for j in range(16)]
+        expected += [dl * F32(KVALUES[(s + j + 1) % 16]) for j in range(16)]
+    np.testing.assert_array_equal(out, np.array(expected, F32))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # float32 arithmetic order: compare with a scalar emulation of ggml's loops on random bytes
 
@@ -355,18 +404,19 @@ def test_bf16_rounds_to_nearest_even_and_quiets_nan():
 # Bad input
 
 def test_supported_type_sets():
-    assert DEQUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K}
-    assert QUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0}
+    assert DEQUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K,
+                                T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS}
+    assert QUANTIZE_TYPES == {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q5_0, T.Q5_1, T.Q4_K, T.Q5_K, T.Q6_K}
 
 
-@pytest.mark.parametrize("ggml_type", [T.Q2_K, T.IQ2_XXS, T.Q8_K])
+@pytest.mark.parametrize("ggml_type", [T.IQ2_XXS, T.IQ3_S, T.Q8_K])
 def test_unsupported_type_names_the_type(ggml_type):
     with pytest.raises(UnsupportedError, match=ggml_type.name):
         dequantize(ggml_type, np.zeros(BLOCK_LAYOUTS[ggml_type].type_size, np.uint8), (256,))
     with pytest.raises(UnsupportedError, match=ggml_type.name):
         quantize(ggml_type, np.zeros(256, F32))
-    with pytest.raises(UnsupportedError, match="Q6_K"):
-        quantize(T.Q6_K, np.zeros(256, F32))
+    with pytest.raises(UnsupportedError, match="Q2_K"):   # decoded, not encoded
+        quantize(T.Q2_K, np.zeros(256, F32))
 
 
 def test_unknown_type_id():

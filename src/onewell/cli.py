@@ -20,7 +20,7 @@ from onewell import __version__
 from onewell.argtypes import positive_int
 from onewell.errors import OnewellError
 
-CONVERT_TYPES = ("q8_0", "q4_0", "f16")
+CONVERT_TYPES = ("q8_0", "q4_0", "q6_k", "q4_k_m", "f16", "bf16")   # onewell.quant.convert.TARGETS
 SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "seed")
 
 

@@ -113,4 +113,5 @@ def row_nbytes(ggml_type: GGMLType, n_elements: int) -> int:
 
 
 # general.file_type values (llama.cpp's LLAMA_FTYPE_*), for the types `onewell quantize` writes.
-FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9, "q4_k_m": 15, "bf16": 32}
+FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9, "q4_k_m": 15, "q6_k": 18,
+             "bf16": 32}

@@ -16,13 +16,17 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..gguf.constants import BLOCK_LAYOUTS, GGMLType
 from .floats import dequantize_bf16, dequantize_f16, dequantize_f32, quantize_bf16, quantize_f16, quantize_f32
+from .iq4_nl import dequantize_iq4_nl
+from .iq4_xs import dequantize_iq4_xs
+from .q2_k import dequantize_q2_k
+from .q3_k import dequantize_q3_k
 from .q4_0 import dequantize_q4_0, quantize_q4_0
 from .q4_1 import dequantize_q4_1
-from .q4_k import dequantize_q4_k
-from .q5_0 import dequantize_q5_0
-from .q5_1 import dequantize_q5_1
-from .q5_k import dequantize_q5_k
-from .q6_k import dequantize_q6_k
+from .q4_k import dequantize_q4_k, quantize_q4_k
+from .q5_0 import dequantize_q5_0, quantize_q5_0
+from .q5_1 import dequantize_q5_1, quantize_q5_1
+from .q5_k import dequantize_q5_k, quantize_q5_k
+from .q6_k import dequantize_q6_k, quantize_q6_k
 from .q8_0 import dequantize_q8_0, quantize_q8_0
 
 BlockFn = Callable[[np.ndarray], np.ndarray]
@@ -36,9 +40,13 @@ _DEQUANTIZERS: dict[GGMLType, BlockFn] = {
     GGMLType.Q5_0: dequantize_q5_0,
     GGMLType.Q5_1: dequantize_q5_1,
     GGMLType.Q8_0: dequantize_q8_0,
+    GGMLType.Q2_K: dequantize_q2_k,
+    GGMLType.Q3_K: dequantize_q3_k,
     GGMLType.Q4_K: dequantize_q4_k,
     GGMLType.Q5_K: dequantize_q5_k,
     GGMLType.Q6_K: dequantize_q6_k,
+    GGMLType.IQ4_NL: dequantize_iq4_nl,
+    GGMLType.IQ4_XS: dequantize_iq4_xs,
 }
 
 _QUANTIZERS: dict[GGMLType, BlockFn] = {
@@ -46,7 +54,12 @@ _QUANTIZERS: dict[GGMLType, BlockFn] = {
     GGMLType.F16: quantize_f16,
     GGMLType.BF16: quantize_bf16,
     GGMLType.Q4_0: quantize_q4_0,
+    GGMLType.Q5_0: quantize_q5_0,
+    GGMLType.Q5_1: quantize_q5_1,
     GGMLType.Q8_0: quantize_q8_0,
+    GGMLType.Q4_K: quantize_q4_k,
+    GGMLType.Q5_K: quantize_q5_k,
+    GGMLType.Q6_K: quantize_q6_k,
 }
 
 DEQUANTIZE_TYPES: frozenset[GGMLType] = frozenset(_DEQUANTIZERS)

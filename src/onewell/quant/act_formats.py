@@ -1,7 +1,9 @@
 """Activation formats: how a float activation vector is quantized before a matmul with quantized weights.
 
 Numpy twins of the native quantizers (onewell/_native/kernels/act_quant*.c), bit-exact. Pairing as in ggml:
-Q4_0, Q5_0, Q8_0 weights x Q8_0 activations; Q4_1, Q5_1 x Q8_1; K-quants x Q8_K; F16 x F16; F32 x F32.
+Q4_0, Q5_0, Q8_0, IQ4_NL weights x Q8_0 activations; Q4_1, Q5_1 x Q8_1; K-quants (Q2_K..Q6_K) and IQ4_XS x
+Q8_K; F16 x F16; F32 x F32; BF16 x F32 (ggml pairs BF16 with BF16, but without AVX512-BF16 a bf16 weight is
+one shift from float32, and float32 activations are exact: no activation rounding at all).
 
 Q8_0 / Q8_1 follow ggml's x86 code, which produced our golden outputs: d = amax / 127 (stored as fp16) and
 q = round-half-even(x * (127 / amax)). That differs from the weight quantizer `quantize(Q8_0, ...)` (ggml's
@@ -19,6 +21,7 @@ from .q8_k import dequantize_q8_k, quantize_q8_k
 ACT_TYPE_FOR: dict[GGMLType, GGMLType] = {
     GGMLType.F32: GGMLType.F32,
     GGMLType.F16: GGMLType.F16,
+    GGMLType.BF16: GGMLType.F32,
     GGMLType.Q4_0: GGMLType.Q8_0,
     GGMLType.Q5_0: GGMLType.Q8_0,
     GGMLType.Q8_0: GGMLType.Q8_0,
@@ -27,6 +30,10 @@ ACT_TYPE_FOR: dict[GGMLType, GGMLType] = {
     GGMLType.Q4_K: GGMLType.Q8_K,
     GGMLType.Q5_K: GGMLType.Q8_K,
     GGMLType.Q6_K: GGMLType.Q8_K,
+    GGMLType.Q2_K: GGMLType.Q8_K,
+    GGMLType.Q3_K: GGMLType.Q8_K,
+    GGMLType.IQ4_NL: GGMLType.Q8_0,
+    GGMLType.IQ4_XS: GGMLType.Q8_K,
 }
 ACT_TYPES = frozenset(ACT_TYPE_FOR.values())
 

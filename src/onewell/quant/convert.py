@@ -1,11 +1,16 @@
 """`onewell quantize`: rewrite a GGUF file with its weights in another type, as llama.cpp's
-`llama-quantize --allow-requantize IN OUT Q8_0|Q4_0|F16` does (no importance matrix, not `--pure`).
+`llama-quantize --allow-requantize IN OUT Q8_0|Q4_0|Q6_K|Q4_K_M|F16|BF16` does (no importance matrix, not `--pure`).
 
 What llama-quantize does, and so do we:
 - only tensors whose name ends in "weight", with 2 or more dimensions, are converted; norms, biases and a few
   named small tensors (expert gates, position embeddings, ...) keep their type and bytes;
 - for the quantized targets, the output projection (or, with tied embeddings, the token embedding) gets more
-  bits: Q8_0 stays Q8_0, Q4_0 becomes Q6_K, falling back to Q8_0 when its rows are not a multiple of 256;
+  bits: Q8_0 stays Q8_0, the others become Q6_K, Q8_0 when its rows are not a multiple of 256;
+- Q4_K_M is a mix (llama.cpp's llama_tensor_get_type for a dense, non-Falcon model): Q4_K by default, Q6_K for
+  attn_v and ffn_down in the layers `use_more_bits` picks (the first and last eighth, every third in between),
+  Q5_K for a fused attn_qkv;
+- a type whose blocks do not fit a tensor's rows falls back as llama.cpp's tensor_type_fallback: Q4_K -> Q5_0,
+  Q5_K -> Q5_1, Q6_K -> Q8_0 (then F16 if even 32 does not divide the rows);
 - a tensor already in its new type is copied unchanged; any other is dequantized to float32 and re-encoded
   with ggml's reference quantizer;
 - every metadata entry is kept, in order, except that general.quantization_version (2) and general.file_type
@@ -28,7 +33,13 @@ from ..gguf.constants import BLOCK_LAYOUTS, FILE_TYPE, GGMLType, ValueType
 from ..gguf.writer import GGUFWriter
 from . import DEQUANTIZE_TYPES, QUANTIZE_TYPES, dequantize, quantize
 
-TARGETS: dict[str, GGMLType] = {"q8_0": GGMLType.Q8_0, "q4_0": GGMLType.Q4_0, "f16": GGMLType.F16}
+# target name -> its default type (llama.cpp's ftype -> default type)
+TARGETS: dict[str, GGMLType] = {"q8_0": GGMLType.Q8_0, "q4_0": GGMLType.Q4_0, "q6_k": GGMLType.Q6_K,
+                                "q4_k_m": GGMLType.Q4_K, "f16": GGMLType.F16, "bf16": GGMLType.BF16}
+FLOAT_TARGETS = frozenset({GGMLType.F16, GGMLType.BF16})
+# llama.cpp's tensor_type_fallback for rows that are not whole blocks of the chosen type
+_FALLBACK = {GGMLType.Q4_K: GGMLType.Q5_0, GGMLType.Q5_K: GGMLType.Q5_1, GGMLType.Q6_K: GGMLType.Q8_0,
+             GGMLType.Q2_K: GGMLType.Q4_0, GGMLType.Q3_K: GGMLType.Q4_0, GGMLType.IQ4_XS: GGMLType.IQ4_NL}
 
 QUANTIZATION_VERSION = 2  # ggml's GGML_QNT_VERSION
 _SPLIT_KEYS = ("split.no", "split.count", "split.tensors.count")
@@ -75,14 +86,42 @@ def _output_type(info: TensorInfo, default: GGMLType, arch: str) -> GGMLType:
     """The type llama-quantize picks for the output projection (no overrides, no importance matrix)."""
     ne0 = info.dims[0]
     if arch == "falcon" or ne0 % BLOCK_LAYOUTS[default].block_size:
-        new_type = GGMLType.Q8_0
-    elif default != GGMLType.Q8_0:
-        new_type = GGMLType.Q6_K
-    else:
-        new_type = default
-    if new_type == GGMLType.Q6_K and ne0 % BLOCK_LAYOUTS[GGMLType.Q6_K].block_size:
-        new_type = GGMLType.Q8_0  # llama.cpp's fallback for rows that are not whole super-blocks
-    return new_type
+        return GGMLType.Q8_0
+    return default if default == GGMLType.Q8_0 else GGMLType.Q6_K
+
+
+def use_more_bits(i_layer: int, n_layers: int) -> bool:
+    """llama.cpp's choice of the layers a K-quant mix gives more bits: first and last eighth, every third between."""
+    return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
+
+
+def _layer(name: str) -> int:
+    parts = name.split(".")
+    return int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else -1
+
+
+def _mix_type(name: str, default: GGMLType, target: str, layer_rank: dict[str, dict[int, int]]) -> GGMLType:
+    """Q4_K_M's per-tensor rule (llama_tensor_get_type_impl, dense model, no Falcon): attn_v and ffn_down of the
+    use_more_bits layers get Q6_K. The layer index counts those tensors in layer order, as llama.cpp's counters."""
+    if target != "q4_k_m":
+        return default
+    if "attn_qkv.weight" in name:
+        return GGMLType.Q5_K
+    for role in ("attn_v.weight", "ffn_down"):
+        if role in name:
+            ranks = layer_rank[role]
+            if use_more_bits(ranks[_layer(name)], len(ranks)):
+                return GGMLType.Q6_K
+    return default
+
+
+def _fallback(info: TensorInfo, new_type: GGMLType) -> GGMLType:
+    """llama.cpp's tensor_type_fallback: a type whose blocks do not divide the rows gives way to a 32-block one."""
+    ne0 = info.dims[0]
+    if ne0 % BLOCK_LAYOUTS[new_type].block_size == 0:
+        return new_type
+    new_type = _FALLBACK.get(new_type, new_type)
+    return new_type if ne0 % BLOCK_LAYOUTS[new_type].block_size == 0 else GGMLType.F16
 
 
 def plan_conversion(reader: GGUFReader, target: str) -> list[TensorPlan]:
@@ -91,13 +130,21 @@ def plan_conversion(reader: GGUFReader, target: str) -> list[TensorPlan]:
     default = target_type(target)
     arch = str(reader.metadata.get("general.architecture", ""))
     has_output = "output.weight" in reader.tensors
+    layer_rank = {role: {layer: i for i, layer in enumerate(sorted(_layer(n) for n in reader.tensors
+                                                                        if role in n and n.endswith(".weight")))}
+                  for role in ("attn_v.weight", "ffn_down")}
     plans = []
     for name, info in reader.tensors.items():
         new_type = info.ggml_type
         if is_converted(info):
             new_type = default
-            if default != GGMLType.F16 and (name == "output.weight" or (not has_output and name == "token_embd.weight")):
-                new_type = _output_type(info, default, arch)
+            if default not in FLOAT_TARGETS:
+                if name == "output.weight" or (not has_output and name == "token_embd.weight"):
+                    new_type = _output_type(info, default, arch)
+                else:
+                    new_type = _mix_type(name, default, target.lower(), layer_rank)
+                if new_type != default or default not in (GGMLType.Q8_0, GGMLType.Q4_0):
+                    new_type = _fallback(info, new_type)   # Q8_0/Q4_0 weights keep the clear error below
             if info.dims[0] % BLOCK_LAYOUTS[new_type].block_size:
                 raise UnsupportedError(f"{reader.path}: tensor {name!r}: rows of {info.dims[0]} values cannot be "
                                        f"stored as {new_type.name} (blocks of {BLOCK_LAYOUTS[new_type].block_size})")
@@ -140,7 +187,7 @@ def converted_metadata(reader: GGUFReader, target: str) -> list[tuple[str, objec
 
 def convert_file(src_path: str | os.PathLike, dst_path: str | os.PathLike, target: str,
                  progress: bool = True) -> Path:
-    """Write `dst_path`: the model of `src_path` with its weights in `target` ("q8_0", "q4_0" or "f16").
+    """Write `dst_path`: the model of `src_path` with its weights in `target` (a key of TARGETS).
 
     Works tensor by tensor (memory: about one float32 copy of the largest tensor); the output appears atomically.
     """

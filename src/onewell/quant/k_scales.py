@@ -16,3 +16,12 @@ def unpack_scales_mins(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scales = np.concatenate([first & 63, (third & 0x0F) | ((first >> 6) << 4)], axis=1)
     mins = np.concatenate([second & 63, (third >> 4) | ((second >> 6) << 4)], axis=1)
     return scales, mins
+
+
+def pack_scales_mins(scales: np.ndarray, mins: np.ndarray) -> np.ndarray:
+    """Inverse of unpack_scales_mins: (n, 8) scales and mins in 0..63 -> (n, 12) packed bytes."""
+    scales, mins = scales.astype(np.uint8), mins.astype(np.uint8)
+    first = (scales[:, :4] & 63) | ((scales[:, 4:] >> 4) << 6)
+    second = (mins[:, :4] & 63) | ((mins[:, 4:] >> 4) << 6)
+    third = (scales[:, 4:] & 0x0F) | ((mins[:, 4:] & 0x0F) << 4)
+    return np.concatenate([first, second, third], axis=1)

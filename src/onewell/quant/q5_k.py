@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._blocks import F32
-from .q4_k import nibbles_by_sub_block, sub_block_factors
+from .q4_k import fit_k_super_blocks, nibbles_by_sub_block, sub_block_factors
 
 BLOCK = 256
 
@@ -21,3 +21,13 @@ def dequantize_q5_k(blocks: np.ndarray) -> np.ndarray:
     high = np.unpackbits(blocks[:, 16:48, None], axis=2, bitorder="little").transpose(0, 2, 1)
     q = (low | (high << 4)).astype(F32)
     return (scale * q - offset).reshape(-1, BLOCK)
+
+
+def quantize_q5_k(x: np.ndarray) -> np.ndarray:
+    """ggml's quantize_row_q5_K_ref: Q4_K's fit with 5-bit quants (nmax 31, rmin -0.5, 16 candidates)."""
+    d_bytes, dmin_bytes, packed, q = fit_k_super_blocks(x, 31, -0.5, 15)
+    pairs = q.reshape(-1, 4, 2, 32)                                  # (block, 64-group c, low/high half, l)
+    qs = ((pairs[:, :, 0] & 15) | ((pairs[:, :, 1] & 15) << 4)).reshape(-1, 128)
+    bits = (pairs >> 4).transpose(0, 3, 1, 2).reshape(-1, 32, 8)      # (block, l, bit 2c + half)
+    qh = np.packbits(bits, axis=2, bitorder="little").reshape(-1, 32)
+    return np.concatenate([d_bytes, dmin_bytes, packed, qh, qs], axis=1)

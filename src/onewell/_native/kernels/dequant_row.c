@@ -126,6 +126,65 @@ void dequant_row_f16(const uint8_t *row, float *out, int64_t n_cols) {
     for (int64_t i = 0; i < n_cols; i++) out[i] = ow_fp16_to_fp32(ow_read_u16(row + 2 * i));
 }
 
+/* Q2_K: weight i = (d * (scales[i/16] & 15)) * q - dmin * (scales[i/16] >> 4), q = bits 2j of qs[32h + l] for
+ * i = 128h + 32j + l (ggml's dequantize_row_q2_K) */
+void dequant_row_q2_K(const uint8_t *row, float *out, int64_t n_cols) {
+    for (int64_t b = 0; b < n_cols / OW_QK_K; b++, out += OW_QK_K) {
+        ow_block_q2_K blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d), dmin = ow_fp16_to_fp32(blk.dmin);
+        for (int i = 0; i < OW_QK_K; i++) {
+            const int q = (blk.qs[32 * (i / 128) + i % 32] >> (2 * ((i / 32) % 4))) & 3;
+            const uint8_t sc = blk.scales[i / 16];
+            const float scale = d * (float)(sc & 15), offset = dmin * (float)(sc >> 4);
+            const float scaled = scale * (float)q;
+            out[i] = scaled - offset;
+        }
+    }
+}
+
+/* Q3_K: weight i = (d * scale[i/16]) * (low 2 bits as Q2_K - (bit i/32 of hmask[i%32] ? 0 : 4)) */
+void dequant_row_q3_K(const uint8_t *row, float *out, int64_t n_cols) {
+    for (int64_t b = 0; b < n_cols / OW_QK_K; b++, out += OW_QK_K) {
+        ow_block_q3_K blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        int8_t scales[16];
+        ow_unpack_q3_K_scales(blk.scales, scales);
+        const float d = ow_fp16_to_fp32(blk.d);
+        for (int i = 0; i < OW_QK_K; i++) {
+            const int low = (blk.qs[32 * (i / 128) + i % 32] >> (2 * ((i / 32) % 4))) & 3;
+            const int q = low - (((blk.hmask[i % 32] >> (i / 32)) & 1) ? 0 : 4);
+            const float scale = d * (float)scales[i / 16];
+            out[i] = scale * (float)q;
+        }
+    }
+}
+
+void dequant_row_iq4_nl(const uint8_t *row, float *out, int64_t n_cols) {
+    for (int64_t b = 0; b < n_cols / OW_QK; b++, out += OW_QK) {
+        ow_block_iq4_nl blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d);
+        for (int j = 0; j < OW_QK; j++) out[j] = d * (float)ow_iq4nl_values[nibble(blk.qs, j)];
+    }
+}
+
+void dequant_row_iq4_xs(const uint8_t *row, float *out, int64_t n_cols) {
+    for (int64_t b = 0; b < n_cols / OW_QK_K; b++) {
+        ow_block_iq4_xs blk;
+        memcpy(&blk, row + b * sizeof blk, sizeof blk);
+        const float d = ow_fp16_to_fp32(blk.d);
+        for (int s = 0; s < 8; s++, out += 32) {
+            const float scale = d * (float)ow_iq4_xs_scale(&blk, s);
+            for (int j = 0; j < 32; j++) out[j] = scale * (float)ow_iq4nl_values[nibble(blk.qs + 16 * s, j)];
+        }
+    }
+}
+
+void dequant_row_bf16(const uint8_t *row, float *out, int64_t n_cols) {
+    for (int64_t i = 0; i < n_cols; i++) out[i] = ow_bf16_to_fp32(ow_read_u16(row + 2 * i));
+}
+
 int ow_dequantize_row(int type, const uint8_t *row, float *out, int64_t n_cols) {
     const ow_type_traits_t *t = ow_type_traits(type);
     if (!t || !t->to_float) return -1;

@@ -37,6 +37,11 @@ typedef enum {
     OW_TYPE_Q5_K = 13,
     OW_TYPE_Q6_K = 14,
     OW_TYPE_Q8_K = 15,
+    OW_TYPE_Q2_K = 10,
+    OW_TYPE_Q3_K = 11,
+    OW_TYPE_IQ4_NL = 20,
+    OW_TYPE_IQ4_XS = 23,
+    OW_TYPE_BF16 = 30,
     OW_TYPE_Q8_0_R16 = 1008,  /* weights: Q8_0 (or Q5_0) rows repacked in interleaved groups (q8_0_r16.h) */
     OW_ACT_Q8_0_R16 = 1009,   /* its activations: Q8_0 quants in the same interleave, f32 scales, seeds */
     OW_TYPE_Q4_1_R16 = 1010,  /* weights: Q4_1 rows repacked in the same groups (q4_1_r16.h); ACT_Q8_0_R16 in */

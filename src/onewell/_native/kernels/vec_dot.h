@@ -26,9 +26,14 @@
     X(f32_f32) X(f16_f16) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q5_1_q8_1) X(q8_0_q8_0) \
     X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
 
+/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_*.c): generic and AVX2 kernels; AVX2-VNNI and AVX-512 fall
+ * back to AVX2 */
+#define OW_FOR_EACH_DOT_Q23K_IQ4_BF16(X) X(q2_K_q8_K) X(q3_K_q8_K) X(iq4_nl_q8_0) X(iq4_xs_q8_K) X(bf16_f32)
+
 #define OW_DECLARE_DOT(name, path) void vec_dot_##name##_##path(OW_DOT_ARGS);
 #define OW_DECLARE_GENERIC(name) OW_DECLARE_DOT(name, generic)
 OW_FOR_EACH_DOT(OW_DECLARE_GENERIC)
+OW_FOR_EACH_DOT_Q23K_IQ4_BF16(OW_DECLARE_GENERIC)
 OW_DECLARE_GENERIC(q8_0r16_q8_0r16)   /* onewell's repacked Q8_0 (q8_0_r16.h), outside the ggml list */
 OW_DECLARE_GENERIC(q4_1r16_q8_0r16)   /* onewell's repacked Q4_1 (q4_1_r16.h) */
 
@@ -40,7 +45,8 @@ void act_quant_q8_K_generic(const float *x, void *xq, int64_t n);
 void act_quant_q8_0r16_generic(const float *x, void *xq, int64_t n);
 
 /* row dequantizers (dequant_row.c), one per type with a to_float */
-#define OW_FOR_EACH_DEQUANT_ROW(X) X(f32) X(f16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q4_K) X(q5_K) X(q6_K)
+#define OW_FOR_EACH_DEQUANT_ROW(X) X(f32) X(f16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q4_K) X(q5_K) X(q6_K) \
+    X(q2_K) X(q3_K) X(iq4_nl) X(iq4_xs) X(bf16)
 #define OW_DECLARE_DEQUANT_ROW(t) void dequant_row_##t(const uint8_t *row, float *out, int64_t n_cols);
 OW_FOR_EACH_DEQUANT_ROW(OW_DECLARE_DEQUANT_ROW)
 
@@ -49,6 +55,7 @@ OW_FOR_EACH_DEQUANT_ROW(OW_DECLARE_DEQUANT_ROW)
 #define OW_DECLARE_AVX2_VNNI(name) OW_DECLARE_DOT(name, avx2_vnni)
 #define OW_DECLARE_AVX512_256(name) OW_DECLARE_DOT(name, avx512_256)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
+OW_FOR_EACH_DOT_Q23K_IQ4_BF16(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
 /* the R16 layouts' own kernels, n_vec vectors per weight load: 256-bit (vec_dot_r16_avx2.c) and 512-bit */
