@@ -288,7 +288,8 @@ def run(options: RayServeOptions, *, address: str | None, host: str, port: int) 
               f"{options.parallel} slot(s), queue {options.queue}, threads {options.threads or 'auto'}; "
               f"Ray at {address or 'a local instance'})", file=sys.stderr)
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, docker stop: leave the loop, clean up below
+            signal.signal(sig, lambda *_: stop.set())
         with contextlib.suppress(KeyboardInterrupt):
             while not stop.wait(0.5):
                 pass
