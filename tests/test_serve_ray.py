@@ -320,3 +320,39 @@ def test_two_replicas_behind_one_endpoint(ray_server):
                                                 "Accept": "text/plain"}, timeout=10).text
     served = {rid: v for (name, rid), v in prom_samples(text).items() if name == "onewell_requests_served_total"}
     assert set(served) == replica_ids and sum(served.values()) >= 8 + 4 + 2
+
+
+@pytest.mark.ray
+@pytest.mark.model
+@pytest.mark.slow
+def test_full_replicas_answer_503_end_to_end(ray_server, smollm_path):
+    """1 slot and no queue per replica: Ray holds at most 2 requests per replica (the second meets the
+    replica's own 503) and 1 more in the ingress; the rest get the ingress's 503. Nobody hangs."""
+    from ray import serve
+
+    from onewell.serve.ray_app import build_application
+    from onewell.serve.ray_options import APP_NAME
+
+    url = ray_server
+    tight = RayServeOptions(model=str(smollm_path), replicas=2, threads=1, parallel=1, queue=0, ctx_size=512,
+                            api_key=API_KEY, name="smol")
+    serve.run(build_application(tight), name=APP_NAME, route_prefix="/")
+    wait_for(lambda: (h := httpx.get(url + "/health", timeout=10).json())["status"] == "ok"
+             and len(h["replicas"]) == 2 and all((r["metrics"] or {}).get("queue_capacity") == 0
+                                                 for r in h["replicas"]),
+             timeout=90, what="the redeployed replicas")
+
+    def post(i: int) -> httpx.Response:
+        return httpx.post(url + "/v1/completions", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=120,
+                          json={"prompt": f"Story number {i}:", "max_tokens": 24, "ignore_eos": True})
+
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        replies = list(pool.map(post, range(10)))
+    codes = sorted(r.status_code for r in replies)
+    assert set(codes) == {200, 503} and codes.count(200) >= 2, codes
+    for r in replies:
+        if r.status_code == 503:
+            assert r.headers["retry-after"] and r.json()["error"]["type"] == "server_overloaded"
+        else:
+            assert r.json()["usage"]["completion_tokens"] == 24
+    wait_for(lambda: _metrics(url)["active_slots"] == 0, timeout=30, what="idle replicas")
