@@ -1,7 +1,8 @@
 """`onewell serve MODEL`: an OpenAI-compatible HTTP server (Starlette + uvicorn) with a web chat page.
 
 Endpoints: GET /v1/models, POST /v1/chat/completions, POST /v1/completions (both also as server-sent
-events with "stream": true), GET /health, GET /metrics (JSON), GET /openapi.json, and the chat page at /.
+events with "stream": true), GET /health, GET /metrics (JSON, or Prometheus text: serve/prometheus.py),
+GET /openapi.json, and the chat page at /. With --replicas it runs on Ray Serve instead (serve/ray_*.py).
 
 Requests are validated (openai_schema.py), turned into token ids on a worker thread, and handed to the
 scheduler (scheduler.py), which runs up to --parallel generations at once and queues up to --queue more.
@@ -455,9 +456,19 @@ async def health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+def metrics_json(state: ServerState) -> dict[str, int]:
+    return {**state.scheduler.metrics(), "requests_invalid": state.requests_invalid}
+
+
 async def metrics(request: Request) -> Response:
     state = _state(request)
-    return JSONResponse({**state.scheduler.metrics(), "requests_invalid": state.requests_invalid})
+    from onewell.serve.prometheus import wants_prometheus  # plain module; prometheus_client only on demand
+
+    if wants_prometheus(request.headers.get("accept", ""), request.query_params.get("format")):
+        from onewell.serve.prometheus import CONTENT_TYPE_LATEST, render
+
+        return Response(render([({}, metrics_json(state))]), media_type=CONTENT_TYPE_LATEST)
+    return JSONResponse(metrics_json(state))
 
 
 async def openapi(request: Request) -> Response:
@@ -491,6 +502,24 @@ async def on_unexpected_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal server error", "server_error")
 
 
+class ReplicaHeaderMiddleware:
+    """Names the engine that answered (`x-onewell-replica`) on every response: a Ray replica's id (kept when
+    the response already names one: the Ray ingress passes replicas' responses on)."""
+
+    def __init__(self, app, replica_id: str):
+        self.app = app
+        self.header = (b"x-onewell-replica", replica_id.encode("ascii"))
+
+    async def __call__(self, scope, receive, send) -> None:
+        async def send_with_header(message) -> None:
+            if message["type"] == "http.response.start" and not any(
+                    k.lower() == self.header[0] for k, _ in message.get("headers", [])):
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_header if scope["type"] == "http" else send)
+
+
 class ApiKeyMiddleware:
     """With an API key set, every route but the page, /health and /openapi.json wants `Authorization: Bearer KEY`."""
 
@@ -520,8 +549,9 @@ class ApiKeyMiddleware:
 
 def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | None = None,
                model_name: str | None = None, threads: int | None = None,
-               prefill_chunk: int = PREFILL_CHUNK) -> Starlette:
-    """An ASGI app serving `model` (from onewell.load) with `parallel` slots and a queue of `queue`.
+               prefill_chunk: int = PREFILL_CHUNK, replica_id: str | None = None) -> Starlette:
+    """An ASGI app serving `model` (from onewell.load) with `parallel` slots and a queue of `queue`;
+    `replica_id` (a Ray replica) is sent back in the `x-onewell-replica` header of every response.
 
     The server owns the model from here on: slot 0 generates on model.backend."""
     if parallel < 1:
@@ -556,6 +586,8 @@ def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | 
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     if api_key is not None:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
+    if replica_id is not None:
+        app.add_middleware(ReplicaHeaderMiddleware, replica_id=replica_id)
     app.state.onewell = ServerState(model=model, scheduler=scheduler, model_name=name, created=int(time.time()))
     app.state.openapi = build_openapi()
     return app
@@ -593,6 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("native", "reference"), default="native")
     p.add_argument("--name", default=None, help="model id reported by /v1/models (default: the file name)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    from onewell.serve.ray_options import add_ray_arguments  # plain argparse; Ray itself only when used
+
+    add_ray_arguments(p)
     return p
 
 
@@ -630,6 +665,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"onewell serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
               "port can use the model", file=sys.stderr)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(name)s: %(message)s")
+    from onewell.serve.ray_options import wants_ray
+
+    if wants_ray(args):  # --replicas, --ray-address, autoscaling or --config: Ray Serve (serve/ray_*.py)
+        from onewell.serve.ray_cli import serve_on_ray
+
+        return serve_on_ray(args)
     model = onewell.load(args.model, backend=args.backend, threads=args.threads, n_ctx=args.ctx_size)
     name = args.name or (Path(args.model).stem if str(args.model).endswith(".gguf") else str(args.model))
     app = create_app(model, parallel=args.parallel, queue=args.queue, api_key=args.api_key, model_name=name,
