@@ -50,7 +50,8 @@ echo "sanitize: building the native core with -fsanitize=address,undefined"
     exit 2
 }
 CORE=$(ls "$WORK"/tree/src/onewell/_native/_core*.so)
-if ! readelf -d "$CORE" | grep -q 'libasan' || ! nm -D "$CORE" | grep -q '__ubsan_handle'; then
+# grep reads everything (no -q): an early exit would kill nm with SIGPIPE, which pipefail reports as a failure
+if ! readelf -d "$CORE" | grep 'libasan' >/dev/null || ! nm -D "$CORE" | grep '__ubsan_handle' >/dev/null; then
     echo "sanitize: $CORE is not instrumented for ASan and UBSan; ONEWELL_SANITIZE was ignored?" >&2
     exit 2
 fi
