@@ -85,24 +85,6 @@ R16A_INLINE void q80_half(const uint8_t *wr, const uint8_t *const *x, int64_t n_
     }
 }
 
-/* One row against NV vectors: y[v * y_stride] = dot(row, x[v]). prefetch: bytes ahead of the row to prefetch
- * every line of (0 = none; the first pass over a row only). */
-R16A_INLINE void q80_row(int64_t n_cols, const uint8_t *wr, size_t stride, const uint8_t *const *x, float *y,
-                         int64_t y_stride, size_t prefetch, const int NV) {
-    const int64_t nb = n_cols / OW_QK;
-    r16a_prefetch_row(wr, stride, prefetch);
-    __m256 acc[R16A_VECS][2];
-    for (int v = 0; v < NV; v++) acc[v][0] = acc[v][1] = _mm256_setzero_ps();
-    int64_t g = 0;
-    for (; g + OW_R16_GROUP <= nb; g += OW_R16_GROUP)
-        for (int h = 0; h < 2; h++) q80_half(wr, x, n_cols, g, OW_R16_GROUP, h, acc, NV, 1);
-    if (g < nb) {
-        const int m = (int)(nb - g);
-        for (int h = 0; 8 * h < m; h++) q80_half(wr, x, n_cols, g, m, h, acc, NV, 0);
-    }
-    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = r16a_hsum(_mm256_add_ps(acc[v][0], acc[v][1]));
-}
-
 /* --- Q4_1 R16 ------------------------------------------------------------------------------------------- */
 
 /* Half h of the group at block g: pair i's bytes 32h.. hold chunk 2i (low nibbles) and 2i+1 (high nibbles) of
@@ -137,21 +119,27 @@ R16A_INLINE void q41_half(const uint8_t *wr, const uint8_t *const *x, int64_t n_
     }
 }
 
-R16A_INLINE void q41_row(int64_t n_cols, const uint8_t *wr, size_t stride, const uint8_t *const *x, float *y,
-                         int64_t y_stride, size_t prefetch, const int NV) {
-    const int64_t nb = n_cols / OW_QK;
-    r16a_prefetch_row(wr, stride, prefetch);
-    __m256 acc[R16A_VECS][2];
-    for (int v = 0; v < NV; v++) acc[v][0] = acc[v][1] = _mm256_setzero_ps();
-    int64_t g = 0;
-    for (; g + OW_R16_GROUP <= nb; g += OW_R16_GROUP)
-        for (int h = 0; h < 2; h++) q41_half(wr, x, n_cols, g, OW_R16_GROUP, h, acc, NV, 1);
-    if (g < nb) {
-        const int m = (int)(nb - g);
-        for (int h = 0; 8 * h < m; h++) q41_half(wr, x, n_cols, g, m, h, acc, NV, 0);
+/* One row against NV vectors: y[v * y_stride] = dot(row, x[v]), from the layout's half-group step `half`.
+ * prefetch: bytes ahead of the row to prefetch every line of (0 = none; the first pass over a row only). */
+#define R16A_ROW(row, half)                                                                                  \
+    R16A_INLINE void row(int64_t n_cols, const uint8_t *wr, size_t stride, const uint8_t *const *x, float *y, \
+                         int64_t y_stride, size_t prefetch, const int NV) {                                  \
+        const int64_t nb = n_cols / OW_QK;                                                                   \
+        r16a_prefetch_row(wr, stride, prefetch);                                                             \
+        __m256 acc[R16A_VECS][2];                                                                            \
+        for (int v = 0; v < NV; v++) acc[v][0] = acc[v][1] = _mm256_setzero_ps();                           \
+        int64_t g = 0;                                                                                       \
+        for (; g + OW_R16_GROUP <= nb; g += OW_R16_GROUP)                                                    \
+            for (int h = 0; h < 2; h++) half(wr, x, n_cols, g, OW_R16_GROUP, h, acc, NV, 1);                 \
+        if (g < nb) {                                                                                        \
+            const int m = (int)(nb - g);                                                                     \
+            for (int h = 0; 8 * h < m; h++) half(wr, x, n_cols, g, m, h, acc, NV, 0);                        \
+        }                                                                                                    \
+        for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = r16a_hsum(_mm256_add_ps(acc[v][0], acc[v][1])); \
     }
-    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = r16a_hsum(_mm256_add_ps(acc[v][0], acc[v][1]));
-}
+
+R16A_ROW(q80_row, q80_half)
+R16A_ROW(q41_row, q41_half)
 
 /* --- entries: rows one at a time; vectors in groups of R16A_VECS, the rest one by one ------------------- */
 
