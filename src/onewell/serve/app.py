@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -106,10 +106,13 @@ async def read_json(request: Request) -> dict[str, Any]:
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
     body = bytearray()
-    async for piece in request.stream():
-        body += piece
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        async for piece in request.stream():
+            body += piece
+            if len(body) > MAX_BODY_BYTES:
+                raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    except ClientDisconnect:  # gone before the body arrived: nobody reads a reply
+        raise ApiError(499, "client closed the request") from None
     try:
         check_json_depth(bytes(body), request.app.state.limits.max_json_depth)
         data = json.loads(body)
