@@ -80,3 +80,14 @@ def test_size_arithmetic_goes_through_the_one_shared_helper():
         text = path.read_text()
         assert "__builtin_mul_overflow" not in text and "__builtin_add_overflow" not in text, path.name
         assert not re.search(r"\(size_t\)\w+ \* \(size_t\)", text), f"{path.name}: an unchecked size product"
+
+
+def test_a_short_random_run_of_the_bindings_fuzz():
+    """The same random calls fuzz/run_bindings_fuzz.py makes at length (also run under the sanitizer)."""
+    from fuzz.bindings_harness import run
+
+    outcomes = run(len(CALLS) * 20, seed=3)
+    assert set(outcomes) == set(CALLS)
+    reached = sum(counts.get("ok", 0) for counts in outcomes.values())
+    refused = sum(counts.get("ValueError", 0) for counts in outcomes.values())
+    assert reached > 50 and refused > 200  # both valid calls and checked refusals were exercised

@@ -39,6 +39,8 @@ HOSTILE = {
     "float overflow": "{{ 10.0 ** 400 }}",
     "int to text": "{{ 10 ** 4000 }}",
     "type error": "{{ messages + 1 }}",
+    "parser recursion": "{{ " + "(" * 50000 + "1" + ")" * 50000 + " }}",
+    "int argument": "{{ range(3) | batch(10**12) | list }}",
 }
 
 

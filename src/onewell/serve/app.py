@@ -713,6 +713,9 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(model, parallel=args.parallel, queue=args.queue, api_key=args.api_key, model_name=name,
                      threads=args.threads, allowed_hosts=allowed_hosts_for(args.host, args.allowed_host),
                      limits=limits, share_prompt_cache=args.share_prompt_cache)
+    if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+        print("onewell serve: note: only Host headers naming this machine's loopback are served; add "
+              "--allowed-host NAME for the names other machines use", file=sys.stderr)
     print(f"onewell serve: {name} on http://{args.host}:{args.port}/ ({args.parallel} slot(s) of "
           f"{args.ctx_size} tokens, queue {args.queue})", file=sys.stderr)
     config = uvicorn_config(app, limits, host=args.host, port=args.port, log_level=args.log_level,

@@ -23,6 +23,8 @@ import uvicorn
 from starlette.exceptions import HTTPException
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from onewell.serve.security import MAX_JSON_DEPTH
+
 
 @dataclass(frozen=True)
 class ServerLimits:
@@ -31,7 +33,7 @@ class ServerLimits:
     body_timeout: float = 30.0       # seconds for a whole body to arrive
     keep_alive: int = 5              # seconds an idle keep-alive connection stays open
     max_header_bytes: int = 16384    # bytes of a request head (h11's incomplete event limit)
-    max_json_depth: int = 64         # nesting of a JSON body (security.check_json_depth)
+    max_json_depth: int = MAX_JSON_DEPTH  # nesting of a JSON body (security.check_json_depth)
     prepare_threads: int = 2         # threads rendering chat templates and tokenizing
 
     def __post_init__(self) -> None:
