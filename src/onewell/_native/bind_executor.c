@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "executor.h"
 #include "kernels/matvec.h"
@@ -160,8 +161,8 @@ static int parse_matrix(PyObject *item, const field *f, const int64_t *dims, hol
     Py_buffer *b = &h->buffers[h->n_buffers];
     if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) return -1;
     h->n_buffers++;
-    int64_t need;
-    if (row_bytes < 1 || ow_checked_mul_i64(rows, row_bytes, &need) < 0 || (int64_t)b->len < need) {
+    if (row_bytes < 1 || ow_need(b, rows, row_bytes, "matrix") < 0) {
+        PyErr_Clear();
         PyErr_Format(PyExc_ValueError, "%s: '%s': buffer of %zd bytes is too small for %lld rows of %lld bytes", where,
                      f->name, b->len, rows, row_bytes);
         return -1;
@@ -177,7 +178,7 @@ static int parse_vector(PyObject *obj, const field *f, const int64_t *dims, hold
     if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) return -1;
     h->n_buffers++;
     const int64_t n = dims[f->rows];
-    if ((int64_t)b->len != n * (int64_t)sizeof(float) || (uintptr_t)b->buf % sizeof(float)) {
+    if ((int64_t)b->len != ow_size_mul(n, sizeof(float)) || (uintptr_t)b->buf % sizeof(float)) {
         PyErr_Format(PyExc_ValueError, "%s: '%s' is a buffer of %zd bytes, need %lld aligned float32 values (%s)",
                      where, f->name, b->len, (long long)n, dim_names[f->rows]);
         return -1;
@@ -235,8 +236,9 @@ static int config_dims(const ow_model_desc *d, int64_t *dims) {
     dims[D_FF] = d->n_ff;
     dims[D_HEAD] = d->head_dim;
     dims[D_ROT_PAIRS] = (d->n_rot ? d->n_rot : d->head_dim) / 2;
-    if (ow_checked_mul_i64(d->n_head, d->head_dim, &dims[D_Q]) < 0 ||
-        ow_checked_mul_i64(d->n_head_kv, d->head_dim, &dims[D_KV]) < 0 || dims[D_Q] > (1 << 24)) {
+    dims[D_Q] = ow_size_mul(d->n_head, d->head_dim);
+    dims[D_KV] = ow_size_mul(d->n_head_kv, d->head_dim);
+    if (dims[D_Q] < 0 || dims[D_KV] < 0 || dims[D_Q] > (1 << 24)) {
         PyErr_SetString(PyExc_ValueError, "executor_create: n_head * head_dim is too large");
         return -1;
     }
@@ -248,6 +250,20 @@ static int config_dims(const ow_model_desc *d, int64_t *dims) {
     if (d->n_head % d->n_head_kv || d->head_dim % 2) {
         PyErr_Format(PyExc_ValueError, "executor_create: n_head %lld must be a multiple of n_head_kv %lld and "
                      "head_dim %lld even", (long long)d->n_head, (long long)d->n_head_kv, (long long)d->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
+/* The K and V caches (2 x n_layer x n_seq x n_ctx x n_head_kv x head_dim floats) within the machine's memory:
+ * they are reserved at once and filled as positions are used, so a wrong n_ctx would be an OOM kill later. */
+static int kv_cache_fits(const ow_model_desc *d, int64_t n_ctx, int64_t n_seq) {
+    const int64_t bytes = ow_size_mul(ow_size_mul(ow_size_mul(ow_size_mul(2 * d->n_layer, n_seq), n_ctx),
+                                                  ow_size_mul(d->n_head_kv, d->head_dim)), sizeof(float));
+    const int64_t ram = ow_size_mul(sysconf(_SC_PHYS_PAGES), sysconf(_SC_PAGESIZE));
+    if (bytes < 0 || (ram > 0 && bytes > ram)) {
+        PyErr_Format(PyExc_ValueError, "executor_create: a KV cache for n_seq %lld x n_ctx %lld needs %lld bytes, "
+                     "more than the machine's %lld", (long long)n_seq, (long long)n_ctx, (long long)bytes, (long long)ram);
         return -1;
     }
     return 0;
@@ -301,6 +317,7 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
         }
     }
     d.layers = layers;
+    if (kv_cache_fits(&d, n_ctx, n_seq) < 0) goto done;
     h->ex = ow_executor_create_multi(&d, n_threads, n_ctx, max_batch, n_seq);
     if (!h->ex) {
         PyErr_SetString(PyExc_ValueError, "executor_create: inconsistent model description or out of memory");
@@ -336,9 +353,11 @@ static int int32_count(const Py_buffer *b, const char *what) {
     return (int)(b->len / (Py_ssize_t)sizeof(int32_t));
 }
 
-/* The logits buffer (NULL when None) holds `need` aligned float32 values; 0, or -1 with an exception set. */
-static int logits_fit(float *out, const Py_buffer *logits, int64_t need) {
-    if (need && (!out || logits->len < need * (Py_ssize_t)sizeof(float) || (uintptr_t)out % sizeof(float))) {
+/* The logits buffer (NULL when None) holds `need` rows of n_vocab aligned float32 values; 0, or -1 with an
+ * exception set. */
+static int logits_fit(float *out, const Py_buffer *logits, int64_t rows, int64_t n_vocab) {
+    const int64_t need = ow_size_mul(rows, n_vocab), bytes = ow_size_mul(need, sizeof(float));
+    if (need && (!out || bytes < 0 || logits->len < bytes || (uintptr_t)out % sizeof(float))) {
         PyErr_Format(PyExc_ValueError, "logits buffer must hold %lld aligned float32 values", (long long)need);
         return -1;
     }
@@ -371,9 +390,8 @@ static PyObject *py_executor_forward(PyObject *self, PyObject *args) {
         if (PyObject_GetBuffer(logits_obj, &logits, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
         out = logits.buf;
     }
-    const int64_t need = mode == OW_LOGITS_ALL ? (int64_t)n * ow_executor_n_vocab(h->ex)
-                         : mode == OW_LOGITS_LAST ? ow_executor_n_vocab(h->ex) : 0;
-    if (logits_fit(out, &logits, need) < 0) goto done;
+    const int64_t rows = mode == OW_LOGITS_ALL ? n : mode == OW_LOGITS_LAST ? 1 : 0;
+    if (logits_fit(out, &logits, rows, ow_executor_n_vocab(h->ex)) < 0) goto done;
     int64_t status;
     Py_BEGIN_ALLOW_THREADS
     status = ow_executor_forward(h->ex, tokens.buf, n, pos0, out, mode);
@@ -402,6 +420,10 @@ static PyObject *py_executor_forward_batch(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "tokens, seq_ids and positions must have the same length");
         goto done;
     }
+    if (n > ow_executor_max_batch(h->ex)) {  /* before the quadratic count below */
+        PyErr_Format(PyExc_ValueError, "executor: %s", status_message(OW_EXEC_EBATCH));
+        goto done;
+    }
     float *out = NULL;
     if (logits_obj != Py_None) {
         if (PyObject_GetBuffer(logits_obj, &logits, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
@@ -417,8 +439,7 @@ static PyObject *py_executor_forward_batch(PyObject *self, PyObject *args) {
             rows += !later;
         }
     }
-    const int64_t need = rows * ow_executor_n_vocab(h->ex);
-    if (logits_fit(out, &logits, need) < 0) goto done;
+    if (logits_fit(out, &logits, rows, ow_executor_n_vocab(h->ex)) < 0) goto done;
     int64_t status;
     Py_BEGIN_ALLOW_THREADS
     status = ow_executor_forward_batch(h->ex, tokens.buf, seqs.buf, positions.buf, n, out, mode);
@@ -517,13 +538,13 @@ static PyObject *py_dequantize_rows(PyObject *self, PyObject *args) {
     const int64_t bs = ow_type_block_size((ow_ggml_type)type);
     const Py_ssize_t n_ids = ids.len / (Py_ssize_t)sizeof(int32_t);
     const ow_type_traits_t *traits = ow_type_traits(type);
-    if (!traits || !traits->to_float || bs <= 0 || n_cols < 1 || n_cols % bs ||
-        (size_t)row_bytes != (size_t)(n_cols / bs) * ow_type_block_bytes((ow_ggml_type)type)) {
+    if (!traits || !traits->to_float || bs <= 0 || n_cols < 1 || n_cols > OW_MAX_ROW_ELEMS || n_cols % bs ||
+        row_bytes < 1 || row_bytes != ow_size_mul(n_cols / bs, (int64_t)ow_type_block_bytes((ow_ggml_type)type))) {
         PyErr_SetString(PyExc_ValueError, "dequantize_rows: unsupported type or inconsistent row size");
         goto done;
     }
     if (ids.len % (Py_ssize_t)sizeof(int32_t) || (uintptr_t)ids.buf % sizeof(int32_t) ||
-        out.len != n_ids * n_cols * (Py_ssize_t)sizeof(float) || (uintptr_t)out.buf % sizeof(float)) {
+        out.len != ow_size_mul(ow_size_mul(n_ids, n_cols), sizeof(float)) || (uintptr_t)out.buf % sizeof(float)) {
         PyErr_SetString(PyExc_ValueError, "dequantize_rows: ids must be int32 and out hold len(ids) * n_cols float32");
         goto done;
     }

@@ -28,9 +28,13 @@ static int is_act_type(int at) {
     return t && t->from_float[OW_KPATH_GENERIC].fn;
 }
 
-/* n_cols must be a positive whole number of blocks of type t */
+/* n_cols must be a positive whole number of blocks of type t, at most OW_MAX_ROW_ELEMS */
 static int check_cols(int t, Py_ssize_t n_cols) {
     const int64_t bs = ow_type_block_size((ow_ggml_type)t);
+    if (n_cols > OW_MAX_ROW_ELEMS) {
+        PyErr_Format(PyExc_ValueError, "n_cols=%zd is above the limit of %lld", n_cols, (long long)OW_MAX_ROW_ELEMS);
+        return -1;
+    }
     if (n_cols <= 0 || bs == 0 || n_cols % bs) {
         PyErr_Format(PyExc_ValueError, "n_cols=%zd is not a positive multiple of the block size %lld", n_cols, (long long)bs);
         return -1;
@@ -86,10 +90,9 @@ static PyObject *py_quantize_act(PyObject *self, PyObject *args) {
     if (check_cols(at, n_cols) < 0) goto done;
     if (n_vec < 1) { PyErr_SetString(PyExc_ValueError, "n_vec must be >= 1"); goto done; }
     const size_t row_bytes = ow_act_row_bytes((ow_atype)at, n_cols);
-    if ((size_t)x.len < (size_t)n_cols * (size_t)n_vec * sizeof(float) || (size_t)out.len < row_bytes * (size_t)n_vec) {
-        PyErr_SetString(PyExc_ValueError, "quantize_act: buffer too small");
+    if (ow_need(&x, ow_size_mul(n_cols, n_vec), sizeof(float), "quantize_act: x") < 0 ||
+        ow_need(&out, n_vec, (int64_t)row_bytes, "quantize_act: out") < 0)
         goto done;
-    }
     if (check_aligned(x.buf, sizeof(float), "activation input") < 0) goto done;
     if (at == OW_TYPE_F32 && check_aligned(out.buf, sizeof(float), "F32 activation output") < 0) goto done;
     Py_BEGIN_ALLOW_THREADS
@@ -125,25 +128,27 @@ static int check_matmul(const matmul_call *c) {
     }
     const size_t row_bytes = (size_t)c->row_bytes;
     if (c->r0 < 0 || c->r1 < c->r0) { PyErr_SetString(PyExc_ValueError, "need 0 <= r0 <= r1"); return -1; }
-    if (c->r1 > 0 && (size_t)c->w.len < (size_t)(c->r1 - 1) * row_bytes + packed) { PyErr_SetString(PyExc_ValueError, "weight buffer holds fewer than r1 rows"); return -1; }
+    if (ow_need_bytes(&c->w, ow_size_span(c->r1, (int64_t)row_bytes, (int64_t)packed), "weight buffer (r1 rows)") < 0)
+        return -1;
     if (c->n_vec < 1) { PyErr_SetString(PyExc_ValueError, "n_vec must be >= 1"); return -1; }
     const ow_atype at = ow_act_type_for((ow_wtype)c->wt);
     const size_t act_bytes = ow_act_row_bytes(at, c->n_cols);
-    if (c->xq_stride < 0 || (c->n_vec > 1 && (size_t)c->xq_stride < act_bytes) ||
-        (size_t)c->xq.len < (size_t)(c->n_vec - 1) * (size_t)c->xq_stride + act_bytes) {
-        PyErr_SetString(PyExc_ValueError, "activation buffer too small for n_vec vectors at xq_stride");
+    if (c->xq_stride < 0 || (c->n_vec > 1 && (size_t)c->xq_stride < act_bytes)) {
+        PyErr_SetString(PyExc_ValueError, "xq_stride is negative or shorter than one activation vector");
         return -1;
     }
+    if (ow_need_bytes(&c->xq, ow_size_span(c->n_vec, c->xq_stride, (int64_t)act_bytes), "activation buffer") < 0)
+        return -1;
     if (at == OW_TYPE_F32 || at == OW_TYPE_F16) {
         const size_t elem = at == OW_TYPE_F32 ? 4 : 2;
         if (check_aligned(c->xq.buf, elem, "float activations") < 0) return -1;
         if (c->xq_stride % (Py_ssize_t)elem) { PyErr_SetString(PyExc_ValueError, "xq_stride breaks element alignment"); return -1; }
     }
-    if (c->y_stride < 0 || (c->n_vec > 1 && c->y_stride < c->r1) ||
-        (size_t)c->y.len / sizeof(float) < (size_t)(c->n_vec - 1) * (size_t)c->y_stride + (size_t)c->r1) {
-        PyErr_SetString(PyExc_ValueError, "output buffer too small for n_vec rows of r1 floats at y_stride");
+    if (c->y_stride < 0 || (c->n_vec > 1 && c->y_stride < c->r1)) {
+        PyErr_SetString(PyExc_ValueError, "y_stride is negative or shorter than r1");
         return -1;
     }
+    if (ow_need(&c->y, ow_size_span(c->n_vec, c->y_stride, c->r1), sizeof(float), "output buffer") < 0) return -1;
     return check_aligned(c->y.buf, sizeof(float), "output");
 }
 
@@ -193,8 +198,8 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
     Py_ssize_t n_iter = 0;
     PyObject *result = NULL;
     if (parse_matmul(args, &c, &n_iter) == 0) {
-        if (n_iter < 1) {
-            PyErr_SetString(PyExc_ValueError, "n_iter must be >= 1");
+        if (n_iter < 1 || n_iter > (1 << 24)) {
+            PyErr_SetString(PyExc_ValueError, "n_iter must be 1 .. 2^24");
         } else {
             struct timespec t0, t1;
             Py_BEGIN_ALLOW_THREADS
@@ -239,11 +244,9 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "repack_r16: negative rows, or a row size below the packed size");
         goto done;
     }
-    if (rows > 0 && ((size_t)src.len < (size_t)(rows - 1) * (size_t)src_row_bytes + packed ||
-                     (size_t)dst.len < (size_t)rows * (size_t)dst_stride)) {
-        PyErr_SetString(PyExc_ValueError, "repack_r16: buffer too small for the rows");
+    if (ow_need_bytes(&src, ow_size_span(rows, src_row_bytes, (int64_t)packed), "repack_r16: src") < 0 ||
+        ow_need(&dst, rows, dst_stride, "repack_r16: dst") < 0)
         goto done;
-    }
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = t->repack(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);

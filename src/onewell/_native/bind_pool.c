@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bandwidth.h"
 #include "ops.h"
@@ -14,6 +15,17 @@
 
 #define POOL_CAPSULE "onewell.pool"
 #define MAX_THREADS 1024
+/* The diagnostics below (stress, overhead) run jobs * items * (work + 1) busy steps: bounded, so a wrong call
+ * ends in seconds, not never. */
+#define MAX_ITEMS (1LL << 24)
+#define MAX_JOBS (1LL << 20)
+#define MAX_WORK_STEPS (1LL << 28)
+
+static int work_ok(long long jobs, long long items, long long work) {
+    if (jobs < 0 || jobs > MAX_JOBS || items < 0 || items > MAX_ITEMS || work < 0) return 0;
+    const int64_t steps = ow_size_mul(ow_size_mul(jobs, items), ow_size_add(work, 1));
+    return steps >= 0 && steps <= MAX_WORK_STEPS;
+}
 
 /* ---- helpers ---- */
 
@@ -30,32 +42,6 @@ static int get_pool(PyObject *obj, ow_pool **out) {
     ow_pool *p = PyCapsule_GetPointer(obj, POOL_CAPSULE);
     if (!p) { PyErr_Clear(); PyErr_SetString(PyExc_TypeError, "expected a pool (from pool_create) or None"); return -1; }
     *out = p;
-    return 0;
-}
-
-/* count * itemsize bytes, or -1 with ValueError on negative or overflowing sizes */
-static int64_t nbytes(int64_t count, int64_t itemsize) {
-    int64_t r;
-    if (count < 0 || __builtin_mul_overflow(count, itemsize, &r)) {
-        PyErr_SetString(PyExc_ValueError, "size is negative or too large");
-        return -1;
-    }
-    return r;
-}
-
-static int64_t prod(int64_t a, int64_t b) {
-    int64_t r;
-    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) return -1;
-    return r;
-}
-
-static int need(const Py_buffer *b, int64_t count, int64_t itemsize, const char *name) {
-    int64_t bytes = nbytes(count, itemsize);
-    if (bytes < 0) return -1;
-    if ((int64_t)b->len < bytes) {
-        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, %lld needed", name, b->len, (long long)bytes);
-        return -1;
-    }
     return 0;
 }
 
@@ -163,8 +149,8 @@ static PyObject *py_pool_stress(PyObject *self, PyObject *args) {
     int n_threads, is_static = 0, nested = 0;
     long long n_jobs, n_items, chunk, work = 0;
     if (!PyArg_ParseTuple(args, "iLLL|ppL", &n_threads, &n_jobs, &n_items, &chunk, &is_static, &nested, &work)) return NULL;
-    if (n_threads < 1 || n_threads > MAX_THREADS || n_jobs < 0 || n_items < 0 || n_items > (1LL << 28) || work < 0)
-        return PyErr_Format(PyExc_ValueError, "bad stress parameters");
+    if (n_threads < 1 || n_threads > MAX_THREADS || !work_ok(n_jobs, n_items, work))
+        return PyErr_Format(PyExc_ValueError, "bad stress parameters (at most 2^20 jobs, 2^24 items, 2^28 steps)");
     stress_ctx s = {NULL, 0, 0, n_threads, NULL, nested, work, NULL};
     s.count = calloc((size_t)n_items + 1, sizeof *s.count);
     if (!s.count) return PyErr_NoMemory();
@@ -201,7 +187,8 @@ static PyObject *py_pool_chunks_by_worker(PyObject *self, PyObject *args) {
     long long n_items, chunk, work;
     ow_pool *p;
     if (!PyArg_ParseTuple(args, "OLLL", &obj, &n_items, &chunk, &work) || get_pool(obj, &p) < 0) return NULL;
-    if (n_items < 0 || n_items > (1LL << 28) || work < 0) return PyErr_Format(PyExc_ValueError, "bad parameters");
+    if (!work_ok(1, n_items, work))
+        return PyErr_Format(PyExc_ValueError, "bad parameters (at most 2^24 items, 2^28 steps)");
     int threads = ow_pool_threads(p);
     stress_ctx s = {NULL, 0, 0, threads, p, 0, work, NULL};
     s.count = calloc((size_t)n_items + 1, sizeof *s.count);
@@ -227,7 +214,8 @@ static PyObject *py_pool_overhead(PyObject *self, PyObject *args) {
     int is_static = 0;
     ow_pool *p;
     if (!PyArg_ParseTuple(args, "OLLL|p", &obj, &calls, &n, &chunk, &is_static) || get_pool(obj, &p) < 0) return NULL;
-    if (calls < 1) return PyErr_Format(PyExc_ValueError, "n_calls must be >= 1");
+    if (calls < 1 || !work_ok(calls, n, 0))
+        return PyErr_Format(PyExc_ValueError, "n_calls must be 1 .. 2^20, n_items 0 .. 2^24, chunk >= 0");
     struct timespec t0, t1;
     Py_BEGIN_ALLOW_THREADS
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -253,7 +241,10 @@ static PyObject *py_bandwidth_run(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OiLi", &obj, &kind, &total, &reps) || get_pool(obj, &p) < 0) return NULL;
     if (kind < OW_BW_READ || kind > OW_BW_TRIAD_NT) return PyErr_Format(PyExc_ValueError, "unknown kind %d", kind);
     if (reps < 1 || reps > 100000) return PyErr_Format(PyExc_ValueError, "reps must be 1..100000");
-    if (total < 1 || total > (1LL << 42)) return PyErr_Format(PyExc_ValueError, "total_bytes out of range");
+    /* the probe's buffers take total_bytes: at most half the machine's memory, or a typo is an OOM kill */
+    const long long half_ram = (long long)sysconf(_SC_PHYS_PAGES) * (long long)sysconf(_SC_PAGESIZE) / 2;
+    if (total < 1 || total > (1LL << 42) || (half_ram > 0 && total > half_ram))
+        return PyErr_Format(PyExc_ValueError, "total_bytes must be 1 .. %lld (half the memory)", half_ram);
     double *seconds = calloc((size_t)reps, sizeof(double));
     if (!seconds) return PyErr_NoMemory();
     int64_t traffic = 0;
@@ -283,7 +274,7 @@ static PyObject *py_bandwidth_read_sum(PyObject *self, PyObject *args) {
     ow_pool *p;
     if (!PyArg_ParseTuple(args, "Oy*L", &obj, &x, &n)) return NULL;
     Py_buffer *bufs[] = {&x};
-    if (get_pool(obj, &p) < 0 || need(&x, n, 8, "x") < 0) { release(bufs, 1); return NULL; }
+    if (get_pool(obj, &p) < 0 || ow_need(&x, n, 8, "x") < 0) { release(bufs, 1); return NULL; }
     double s;
     Py_BEGIN_ALLOW_THREADS
     s = ow_bandwidth_read_sum(p, x.buf, n);
@@ -325,9 +316,9 @@ static PyObject *py_rmsnorm(PyObject *self, PyObject *args) {
     float eps;
     if (!PyArg_ParseTuple(args, "w*y*y*LLf", &out, &x, &w, &rows, &dim, &eps)) return NULL;
     Py_buffer *bufs[] = {&out, &x, &w};
-    int64_t total = prod(rows, dim);
+    int64_t total = ow_size_mul(rows, dim);
     if (dim < 1 || total < 0) { release(bufs, 3); return PyErr_Format(PyExc_ValueError, "bad rmsnorm shape"); }
-    if (need(&out, total, 4, "out") < 0 || need(&x, total, 4, "x") < 0 || need(&w, dim, 4, "w") < 0) { release(bufs, 3); return NULL; }
+    if (ow_need(&out, total, 4, "out") < 0 || ow_need(&x, total, 4, "x") < 0 || ow_need(&w, dim, 4, "w") < 0) { release(bufs, 3); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     ow_rmsnorm_f32(out.buf, x.buf, w.buf, rows, dim, eps);
     Py_END_ALLOW_THREADS
@@ -346,9 +337,9 @@ static PyObject *py_rope_table(PyObject *self, PyObject *args) {
     Py_buffer *bufs[] = {&cs, &pos, &ff};
     if (ff_obj != Py_None && PyObject_GetBuffer(ff_obj, &ff, PyBUF_C_CONTIGUOUS) < 0) { release(bufs, 2); return NULL; }
     const int nb = ff_obj != Py_None ? 3 : 2;
-    if (n_rot < 2 || n_rot % 2 || prod(n_tok, n_rot) < 0) { release(bufs, nb); return PyErr_Format(PyExc_ValueError, "bad rope table shape"); }
-    if (need(&cs, prod(n_tok, n_rot), 4, "cs") < 0 || need(&pos, n_tok, 4, "pos") < 0 ||
-        (nb == 3 && need(&ff, n_rot / 2, 4, "freq_factors") < 0)) {
+    if (n_rot < 2 || n_rot % 2 || ow_size_mul(n_tok, n_rot) < 0) { release(bufs, nb); return PyErr_Format(PyExc_ValueError, "bad rope table shape"); }
+    if (ow_need(&cs, ow_size_mul(n_tok, n_rot), 4, "cs") < 0 || ow_need(&pos, n_tok, 4, "pos") < 0 ||
+        (nb == 3 && ow_need(&ff, n_rot / 2, 4, "freq_factors") < 0)) {
         release(bufs, nb);
         return NULL;
     }
@@ -368,12 +359,12 @@ static PyObject *py_rope_apply(PyObject *self, PyObject *args) {
     int style;
     if (!PyArg_ParseTuple(args, "w*y*LLLLi", &x, &cs, &n_tok, &n_head, &hd, &n_rot, &style)) return NULL;
     Py_buffer *bufs[] = {&x, &cs};
-    int64_t total = prod(prod(n_tok, n_head), hd);
+    int64_t total = ow_size_mul(ow_size_mul(n_tok, n_head), hd);
     if (n_rot < 2 || n_rot % 2 || n_rot > hd || total < 0 || (style != OW_ROPE_NORMAL && style != OW_ROPE_NEOX)) {
         release(bufs, 2);
         return PyErr_Format(PyExc_ValueError, "bad rope arguments");
     }
-    if (need(&x, total, 4, "x") < 0 || need(&cs, prod(n_tok, n_rot), 4, "cs") < 0) { release(bufs, 2); return NULL; }
+    if (ow_need(&x, total, 4, "x") < 0 || ow_need(&cs, ow_size_mul(n_tok, n_rot), 4, "cs") < 0) { release(bufs, 2); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     ow_rope_apply_f32(x.buf, cs.buf, n_tok, n_head, hd, n_rot, (ow_rope_style)style);
     Py_END_ALLOW_THREADS
@@ -389,7 +380,7 @@ static PyObject *py_rope_apply(PyObject *self, PyObject *args) {
         long long n;                                                                                           \
         if (!PyArg_ParseTuple(args, "w*y*y*L", &out, &a, &b, &n)) return NULL;                                 \
         Py_buffer *bufs[] = {&out, &a, &b};                                                                    \
-        if (need(&out, n, 4, "out") < 0 || need(&a, n, 4, "a") < 0 || need(&b, n, 4, "b") < 0) {               \
+        if (ow_need(&out, n, 4, "out") < 0 || ow_need(&a, n, 4, "a") < 0 || ow_need(&b, n, 4, "b") < 0) {               \
             release(bufs, 3);                                                                                  \
             return NULL;                                                                                       \
         }                                                                                                      \
@@ -409,7 +400,7 @@ static PyObject *py_softcap(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "w*y*Lf", &out, &x, &n, &cap)) return NULL;
     Py_buffer *bufs[] = {&out, &x};
     if (!(cap > 0) || cap > 1e30f) { release(bufs, 2); return PyErr_Format(PyExc_ValueError, "softcap: cap must be > 0"); }
-    if (need(&out, n, 4, "out") < 0 || need(&x, n, 4, "x") < 0) { release(bufs, 2); return NULL; }
+    if (ow_need(&out, n, 4, "out") < 0 || ow_need(&x, n, 4, "x") < 0) { release(bufs, 2); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     ow_softcap_f32(out.buf, x.buf, n, cap);
     Py_END_ALLOW_THREADS
@@ -425,8 +416,8 @@ static PyObject *py_add_bias(PyObject *self, PyObject *args) {
     long long rows, dim;
     if (!PyArg_ParseTuple(args, "w*y*LL", &x, &b, &rows, &dim)) return NULL;
     Py_buffer *bufs[] = {&x, &b};
-    int64_t total = prod(rows, dim);
-    if (total < 0 || need(&x, total, 4, "x") < 0 || need(&b, dim, 4, "bias") < 0) {
+    int64_t total = ow_size_mul(rows, dim);
+    if (total < 0 || ow_need(&x, total, 4, "x") < 0 || ow_need(&b, dim, 4, "bias") < 0) {
         if (total < 0) PyErr_SetString(PyExc_ValueError, "bad add_bias shape");
         release(bufs, 2);
         return NULL;
@@ -445,9 +436,9 @@ static PyObject *py_softmax(PyObject *self, PyObject *args) {
     long long rows, n;
     if (!PyArg_ParseTuple(args, "w*y*LL", &out, &x, &rows, &n)) return NULL;
     Py_buffer *bufs[] = {&out, &x};
-    int64_t total = prod(rows, n);
+    int64_t total = ow_size_mul(rows, n);
     if (n < 1 || total < 0) { release(bufs, 2); return PyErr_Format(PyExc_ValueError, "bad softmax shape"); }
-    if (need(&out, total, 4, "out") < 0 || need(&x, total, 4, "x") < 0) { release(bufs, 2); return NULL; }
+    if (ow_need(&out, total, 4, "out") < 0 || ow_need(&x, total, 4, "x") < 0) { release(bufs, 2); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     ow_softmax_f32(out.buf, x.buf, rows, n);
     Py_END_ALLOW_THREADS
@@ -463,7 +454,7 @@ static PyObject *py_argmax(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*L", &x, &n)) return NULL;
     Py_buffer *bufs[] = {&x};
     if (n < 1) { release(bufs, 1); return PyErr_Format(PyExc_ValueError, "argmax of an empty array"); }
-    if (need(&x, n, 4, "x") < 0) { release(bufs, 1); return NULL; }
+    if (ow_need(&x, n, 4, "x") < 0) { release(bufs, 1); return NULL; }
     int64_t i;
     Py_BEGIN_ALLOW_THREADS
     i = ow_argmax_f32(x.buf, n);
@@ -479,7 +470,7 @@ static PyObject *py_f32_to_f16(PyObject *self, PyObject *args) {
     long long n;
     if (!PyArg_ParseTuple(args, "w*y*L", &out, &x, &n)) return NULL;
     Py_buffer *bufs[] = {&out, &x};
-    if (need(&out, n, 2, "out") < 0 || need(&x, n, 4, "x") < 0) { release(bufs, 2); return NULL; }
+    if (ow_need(&out, n, 2, "out") < 0 || ow_need(&x, n, 4, "x") < 0) { release(bufs, 2); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     ow_f32_to_f16(out.buf, x.buf, n);
     Py_END_ALLOW_THREADS
@@ -493,7 +484,7 @@ static PyObject *py_f16_to_f32(PyObject *self, PyObject *args) {
     long long n;
     if (!PyArg_ParseTuple(args, "w*y*L", &out, &x, &n)) return NULL;
     Py_buffer *bufs[] = {&out, &x};
-    if (need(&out, n, 4, "out") < 0 || need(&x, n, 2, "x") < 0) { release(bufs, 2); return NULL; }
+    if (ow_need(&out, n, 4, "out") < 0 || ow_need(&x, n, 2, "x") < 0) { release(bufs, 2); return NULL; }
     Py_BEGIN_ALLOW_THREADS
     ow_f16_to_f32(out.buf, x.buf, n);
     Py_END_ALLOW_THREADS
@@ -515,15 +506,15 @@ static PyObject *py_attention(PyObject *self, PyObject *args) {
     Py_buffer *bufs[] = {&out, &q, &k, &v, &sc};
     ow_pool *p;
     if (get_pool(obj, &p) < 0) { release(bufs, 5); return NULL; }
-    int64_t qn = prod(n_head, hd), kvn = prod(prod(n_ctx, n_kv), hd), sn = prod(ow_pool_threads(p), n_ctx);
+    int64_t qn = ow_size_mul(n_head, hd), kvn = ow_size_mul(ow_size_mul(n_ctx, n_kv), hd), sn = ow_size_mul(ow_pool_threads(p), n_ctx);
     if (n_ctx < 1 || n_head < 1 || n_kv < 1 || hd < 1 || n_head % n_kv || qn < 0 || kvn < 0 || sn < 0 ||
         (kv_type != OW_KV_F32 && kv_type != OW_KV_F16) || !(softcap >= 0)) {
         release(bufs, 5);
         return PyErr_Format(PyExc_ValueError, "bad attention arguments");
     }
     int64_t kv_size = kv_type == OW_KV_F16 ? 2 : 4;
-    if (need(&out, qn, 4, "out") < 0 || need(&q, qn, 4, "q") < 0 || need(&k, kvn, kv_size, "k") < 0 ||
-        need(&v, kvn, kv_size, "v") < 0 || need(&sc, sn, 4, "scores") < 0) {
+    if (ow_need(&out, qn, 4, "out") < 0 || ow_need(&q, qn, 4, "q") < 0 || ow_need(&k, kvn, kv_size, "k") < 0 ||
+        ow_need(&v, kvn, kv_size, "v") < 0 || ow_need(&sc, sn, 4, "scores") < 0) {
         release(bufs, 5);
         return NULL;
     }

@@ -6,12 +6,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* a * b into *out; 0, or -1 when either is negative or the product overflows int64 (sizes from Python are
- * checked with this before any allocation or pointer arithmetic). */
-static inline int ow_checked_mul_i64(int64_t a, int64_t b, int64_t *out) {
-    if (a < 0 || b < 0) return -1;
-    return __builtin_mul_overflow(a, b, out) ? -1 : 0;
-}
+#include "bind_sizes.h" /* every size from Python is checked with these */
 
 extern PyMethodDef ow_pool_methods[];     /* bind_pool.c: thread pool, bandwidth probe, small ops */
 extern PyMethodDef ow_kernel_methods[];   /* bind_kernels.c: quantized matvec/dot kernels */

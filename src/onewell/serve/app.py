@@ -25,14 +25,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 import uvicorn
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -41,9 +41,12 @@ from onewell.errors import ContextOverflowError, OnewellError
 from onewell.runtime.generate import check_fits
 from onewell.runtime.sampling import SamplingParams
 from onewell.serve import openai_schema as schema
+from onewell.serve.limits import BodyTimeoutMiddleware, PrepareGate, ServerLimits, uvicorn_config
 from onewell.serve.openapi import build_openapi
 from onewell.serve.scheduler import (PREFILL_CHUNK, Chunk, Done, Failed, GenerationRequest, Job, QueueFullError,
                                      Scheduler, Usage)
+from onewell.serve.security import (HostAllowList, HostAllowListMiddleware, JsonBodyMiddleware, allowed_hosts_for,
+                                    check_json_depth)
 from onewell.serve.slot_backends import slot_backends
 from onewell.serve.streaming import SSE_DONE, TokenLogprob, sse
 from onewell.serve.structured_replies import (ReplyShaper, StructuredRequestError, constraint_for, request_grammar,
@@ -55,6 +58,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 8 << 20
 RETRY_AFTER_SECONDS = 2
 PUBLIC_PATHS = ("/", "/health", "/openapi.json", "/favicon.ico")  # and /static/...: no API key needed
+CLIENT_KEY = "onewell.api_key"  # scope entry: which API key a request came with (an index, never the key)
 PAGE_HEADERS = {
     # The page loads nothing from elsewhere; say so, so injected markup could not either.
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -84,6 +88,8 @@ class ServerState:
     scheduler: Scheduler
     model_name: str
     created: int
+    gate: PrepareGate
+    share_prompt_cache: bool = False
     requests_invalid: int = 0
 
     @functools.cached_property
@@ -96,26 +102,23 @@ class ServerState:
 # Request handling helpers
 
 
-# The body types a web page of any origin may POST without a CORS preflight: refusing them means a page
-# elsewhere cannot make a browser run requests here (the preflight of a JSON POST gets no CORS approval).
-CROSS_SITE_FORM_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
-
-
 async def read_json(request: Request) -> dict[str, Any]:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type in CROSS_SITE_FORM_TYPES:
-        raise ApiError(415, f"the body must be JSON sent with 'Content-Type: application/json', not {content_type}")
+    """The body as a JSON object (its Content-Type was checked by security.JsonBodyMiddleware)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
     body = bytearray()
-    async for piece in request.stream():
-        body += piece
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
     try:
+        async for piece in request.stream():
+            body += piece
+            if len(body) > MAX_BODY_BYTES:
+                raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    except ClientDisconnect:  # gone before the body arrived: nobody reads a reply
+        raise ApiError(499, "client closed the request") from None
+    try:
+        check_json_depth(bytes(body), request.app.state.limits.max_json_depth)
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise ApiError(400, f"the request body is not valid JSON: {e}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
@@ -176,17 +179,30 @@ def refuse_if_surely_too_long(state: ServerState, req) -> None:
 
 
 async def prompt_ids_for(state: ServerState, build, req) -> list[int]:
-    """Template rendering and tokenization run on a worker thread: a long prompt must not stall the loop."""
+    """Template rendering and tokenization run on the prepare threads (limits.PrepareGate): a long prompt must
+    not stall the loop, and preparing requests count against the queue."""
     refuse_if_surely_too_long(state, req)
     try:
-        return await asyncio.to_thread(build, state.model, req)
+        return await state.gate.run(build, state.model, req)
+    except QueueFullError as e:
+        raise _overloaded(e) from None
     except ApiError:
         raise
     except (OnewellError, ValueError) as e:  # no chat template, a template that rejects the messages, ...
         raise ApiError(400, str(e)) from None
 
 
-def generation_request(state: ServerState, req, prompt_ids: list[int]) -> GenerationRequest:
+def cache_owner(state: ServerState, request: Request) -> str | None:
+    """Whose KV cache prefixes a request may reuse: its API key's (None: everyone's)."""
+    return None if state.share_prompt_cache else request.scope.get(CLIENT_KEY)
+
+
+def owned(request_: GenerationRequest, state: ServerState, request: Request) -> GenerationRequest:
+    request_.cache_owner = cache_owner(state, request)
+    return request_
+
+
+def generation_request(state: ServerState, req, prompt_ids: list[int], owner: str | None = None) -> GenerationRequest:
     n_ctx = state.scheduler.n_ctx
     max_tokens = req.token_limit()
     if max_tokens is None:  # as much as the context has room for
@@ -210,15 +226,20 @@ def generation_request(state: ServerState, req, prompt_ids: list[int]) -> Genera
     except ValueError as e:
         raise ApiError(400, str(e)) from None
     return GenerationRequest(prompt_ids=prompt_ids, max_tokens=max_tokens, sampling=sampling,
-                             stop=req.stop_strings(), logprobs=req.logprobs_count(), ignore_eos=req.ignore_eos)
+                             stop=req.stop_strings(), logprobs=req.logprobs_count(), ignore_eos=req.ignore_eos,
+                             cache_owner=owner)
+
+
+def _overloaded(e: QueueFullError) -> ApiError:
+    return ApiError(503, str(e), type="server_overloaded", code="queue_full",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 def submit(state: ServerState, request: GenerationRequest) -> Job:
     try:
         return state.scheduler.submit(request)
     except QueueFullError as e:
-        raise ApiError(503, str(e), type="server_overloaded", code="queue_full",
-                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
+        raise _overloaded(e) from None
 
 
 def usage_json(u: Usage) -> dict[str, Any]:
@@ -310,7 +331,7 @@ async def chat_completions(request: Request) -> Response:
     except StructuredRequestError as e:
         raise ApiError(400, str(e), param=e.param) from None
     prompt_ids = await prompt_ids_for(state, chat_prompt_ids, req)
-    job = submit(state, await structured_request(state, req, prompt_ids, mode))
+    job = submit(state, owned(await structured_request(state, req, prompt_ids, mode), state, request))
     shaper = ReplyShaper(mode)
     head = {"id": _new_id("chatcmpl"), "created": int(time.time()), "model": state.model_name}
     want_logprobs = req.logprobs
@@ -367,7 +388,7 @@ async def completions(request: Request) -> Response:
     state = _state(request)
     req = parse(schema.CompletionRequest, await read_json(request))
     prompt_ids = await prompt_ids_for(state, completion_prompt_ids, req)
-    job = submit(state, await structured_request(state, req, prompt_ids))
+    job = submit(state, owned(await structured_request(state, req, prompt_ids), state, request))
     head = {"id": _new_id("cmpl"), "object": "text_completion", "created": int(time.time()),
             "model": state.model_name}
     want_logprobs = req.logprobs is not None
@@ -521,16 +542,27 @@ class ReplicaHeaderMiddleware:
 
 
 class ApiKeyMiddleware:
-    """With an API key set, every route but the page, /health and /openapi.json wants `Authorization: Bearer KEY`."""
+    """With API keys set, every route but the page, /health and /openapi.json wants `Authorization: Bearer KEY`
+    with one of them; the request's scope then names which (CLIENT_KEY: its index), for per-key prompt caches."""
 
-    def __init__(self, app, api_key: str):
+    def __init__(self, app, api_keys: Sequence[str]):
         self.app = app
-        self.api_key = api_key.encode("utf-8")
+        self.api_keys = [key.encode("utf-8") for key in api_keys]
+
+    def _key_index(self, token: bytes) -> int | None:
+        found = None
+        for i, key in enumerate(self.api_keys):  # compare with every key: the time does not tell which matched
+            if hmac.compare_digest(token, key):
+                found = i
+        return found
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http" and not self._public(scope["path"]):
             scheme, _, token = Headers(scope=scope).get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8"), self.api_key):
+            index = self._key_index(token.strip().encode("utf-8")) if scheme.lower() == "bearer" else None
+            if index is not None:
+                scope[CLIENT_KEY] = f"key{index}"
+            else:
                 response = error_response(401, "missing or wrong API key: send 'Authorization: Bearer <key>'",
                                           "authentication_error", code="invalid_api_key",
                                           headers={"WWW-Authenticate": "Bearer"})
@@ -547,22 +579,32 @@ class ApiKeyMiddleware:
 # The application
 
 
-def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | None = None,
+def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | Sequence[str] | None = None,
                model_name: str | None = None, threads: int | None = None,
-               prefill_chunk: int = PREFILL_CHUNK, replica_id: str | None = None) -> Starlette:
+               prefill_chunk: int = PREFILL_CHUNK, allowed_hosts: Sequence[str] = (),
+               limits: ServerLimits | None = None, share_prompt_cache: bool = False,
+               replica_id: str | None = None) -> Starlette:
     """An ASGI app serving `model` (from onewell.load) with `parallel` slots and a queue of `queue`;
     `replica_id` (a Ray replica) is sent back in the `x-onewell-replica` header of every response.
 
+    Requests must name a loopback host or one of `allowed_hosts` ('*': any) in their Host header; `limits`
+    bounds connections, slow clients, JSON nesting and the preparation threads (limits.ServerLimits).
+    With several API keys, a request reuses only KV cache prefixes of requests made with its own key (the
+    prompt cache would otherwise let one client probe another's prompts through `cached_tokens` and timing),
+    unless share_prompt_cache.
     The server owns the model from here on: slot 0 generates on model.backend."""
     if parallel < 1:
         raise ValueError(f"parallel must be at least 1, got {parallel}")
     if queue < 0:
         raise ValueError(f"queue must be >= 0, got {queue}")
-    if api_key is not None and not api_key.strip():
+    api_keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
+    if any(not key.strip() for key in api_keys):
         raise ValueError("the API key must not be empty")
     backends = slot_backends(model.backend, model.spec, parallel, threads)
     scheduler = Scheduler(backends, model.tokenizer, queue_capacity=queue, prefill_chunk=prefill_chunk)
     name = model_name or (Path(model.path).stem if getattr(model, "path", None) else "onewell")
+    limits = limits or ServerLimits()
+    gate = PrepareGate(scheduler, limits.prepare_threads)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -571,6 +613,7 @@ def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | 
             yield
         finally:
             await scheduler.stop()
+            gate.close()
 
     routes = [
         Route("/", index, methods=["GET"]),
@@ -584,11 +627,16 @@ def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | 
     ]
     handlers = {ApiError: on_api_error, HTTPException: on_http_error, Exception: on_unexpected_error}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
-    if api_key is not None:
-        app.add_middleware(ApiKeyMiddleware, api_key=api_key)
-    if replica_id is not None:
+    if api_keys:
+        app.add_middleware(ApiKeyMiddleware, api_keys=api_keys)
+    app.add_middleware(BodyTimeoutMiddleware, timeout=limits.body_timeout)
+    app.add_middleware(JsonBodyMiddleware)
+    app.add_middleware(HostAllowListMiddleware, allowed=HostAllowList(allowed_hosts))  # runs before the ones above
+    if replica_id is not None:  # outermost: even a refused request names the replica that refused it
         app.add_middleware(ReplicaHeaderMiddleware, replica_id=replica_id)
-    app.state.onewell = ServerState(model=model, scheduler=scheduler, model_name=name, created=int(time.time()))
+    app.state.limits = limits
+    app.state.onewell = ServerState(model=model, scheduler=scheduler, model_name=name, created=int(time.time()),
+                                    gate=gate, share_prompt_cache=share_prompt_cache)
     app.state.openapi = build_openapi()
     return app
 
@@ -618,17 +666,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080, help="TCP port (8080)")
     p.add_argument("--parallel", type=_positive, default=1, help="requests generated at once, one KV cache each (1)")
     p.add_argument("--queue", type=_nonnegative, default=8, help="requests that may wait for a slot (8); more get 503")
-    p.add_argument("--api-key", default=os.environ.get("ONEWELL_API_KEY"),
-                   help="require 'Authorization: Bearer KEY' (default: $ONEWELL_API_KEY, else no key)")
+    p.add_argument("--api-key", action="append", default=None,
+                   help="require 'Authorization: Bearer KEY'; repeat for several clients, each with its own prompt "
+                        "cache (default: $ONEWELL_API_KEY, comma-separated keys, else no key)")
+    p.add_argument("--share-prompt-cache", action="store_true",
+                   help="let requests of different API keys reuse each other's cached prompt prefixes")
     p.add_argument("--threads", type=_positive, default=None, help="worker threads of the native backend")
     p.add_argument("--ctx-size", "-c", type=_positive, default=4096, help="context tokens per slot (4096)")
     p.add_argument("--backend", choices=("native", "reference"), default="native")
     p.add_argument("--name", default=None, help="model id reported by /v1/models (default: the file name)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    d = ServerLimits()
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="also serve requests whose Host header names NAME (repeatable; '*': any). Loopback names "
+                        "are always served, and so is --host when it is a specific address")
+    p.add_argument("--max-connections", type=_positive, default=d.max_connections,
+                   help=f"open connections; more get 503 ({d.max_connections})")
+    p.add_argument("--header-timeout", type=_positive_float, default=d.header_timeout,
+                   help=f"seconds for a request head to arrive ({d.header_timeout:g})")
+    p.add_argument("--body-timeout", type=_positive_float, default=d.body_timeout,
+                   help=f"seconds for a request body to arrive ({d.body_timeout:g})")
     from onewell.serve.ray_options import add_ray_arguments  # plain argparse; Ray itself only when used
 
     add_ray_arguments(p)
     return p
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
 
 
 def _is_loopback(host: str) -> bool:
@@ -661,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     import onewell
 
     args = build_parser().parse_args(argv)
+    if args.api_key is None:
+        args.api_key = [k for k in os.environ.get("ONEWELL_API_KEY", "").split(",") if k.strip()]
     if not _is_loopback(args.host) and not args.api_key:
         print(f"onewell serve: warning: listening on {args.host} without --api-key: anyone who can reach this "
               "port can use the model", file=sys.stderr)
@@ -673,11 +743,17 @@ def main(argv: list[str] | None = None) -> int:
         return serve_on_ray(args)
     model = onewell.load(args.model, backend=args.backend, threads=args.threads, n_ctx=args.ctx_size)
     name = args.name or (Path(args.model).stem if str(args.model).endswith(".gguf") else str(args.model))
+    limits = ServerLimits(max_connections=args.max_connections, header_timeout=args.header_timeout,
+                          body_timeout=args.body_timeout)
     app = create_app(model, parallel=args.parallel, queue=args.queue, api_key=args.api_key, model_name=name,
-                     threads=args.threads)
+                     threads=args.threads, allowed_hosts=allowed_hosts_for(args.host, args.allowed_host),
+                     limits=limits, share_prompt_cache=args.share_prompt_cache)
+    if args.host in ("0.0.0.0", "::") and not args.allowed_host:
+        print("onewell serve: note: only Host headers naming this machine's loopback are served; add "
+              "--allowed-host NAME for the names other machines use", file=sys.stderr)
     print(f"onewell serve: {name} on http://{args.host}:{args.port}/ ({args.parallel} slot(s) of "
           f"{args.ctx_size} tokens, queue {args.queue})", file=sys.stderr)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+    config = uvicorn_config(app, limits, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=5)
     try:
         GracefulServer(config, app.state.onewell.scheduler).run()

@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 
-import uvicorn
 
 
 class BackgroundServer:
@@ -25,8 +24,10 @@ class BackgroundServer:
         self._sock.bind((host, 0))
         self.port = self._sock.getsockname()[1]
         from onewell.serve.app import GracefulServer
+        from onewell.serve.limits import ServerLimits, uvicorn_config
 
-        config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=2, lifespan="on")
+        limits = getattr(app.state, "limits", None) or ServerLimits()
+        config = uvicorn_config(app, limits, log_level=log_level, timeout_graceful_shutdown=2, lifespan="on")
         self._server = GracefulServer(config, app.state.onewell.scheduler)
         self._thread = threading.Thread(target=self._serve, name=f"onewell-server-{self.port}", daemon=True)
         self._error: BaseException | None = None

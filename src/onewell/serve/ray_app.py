@@ -64,7 +64,8 @@ class EngineReplica:
         model = onewell.load(options.model, backend=options.backend, threads=options.threads,
                              n_ctx=options.ctx_size)
         self.app = create_app(model, parallel=options.parallel, queue=options.queue, api_key=options.api_key,
-                              model_name=options.name, threads=options.threads, replica_id=self.replica_id)
+                              model_name=options.name, threads=options.threads, replica_id=self.replica_id,
+                              allowed_hosts=options.allowed_hosts, share_prompt_cache=options.share_prompt_cache)
         self.threads = options.threads
         self._lifespan: contextlib.AbstractAsyncContextManager | None = None
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onewell.errors import OnewellError
+from onewell.serve.security import allowed_hosts_for
 
 # Options a --config file may set (argparse dest names), with their types.
 CONFIG_KEYS: dict[str, type] = {
@@ -101,8 +102,10 @@ class RayServeOptions:
     queue: int = 8
     ctx_size: int = 4096
     backend: str = "native"
-    api_key: str | None = None
+    api_key: tuple[str, ...] | None = None
     name: str | None = None
+    allowed_hosts: tuple[str, ...] = ()  # the ingress passes clients' Host headers on to the replicas' allow-list
+    share_prompt_cache: bool = False
 
     def __post_init__(self):
         if self.replicas < 1:
@@ -170,5 +173,13 @@ def options_from_args(args: argparse.Namespace) -> RayServeOptions:
         model=str(args.model), replicas=replicas, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
         target_ongoing_requests=args.target_ongoing_requests, replica_cpus=args.replica_cpus,
         threads=args.threads, parallel=args.parallel, queue=args.queue, ctx_size=args.ctx_size,
-        backend=args.backend, api_key=args.api_key,
+        backend=args.backend, api_key=_keys(args.api_key),
+        allowed_hosts=tuple(allowed_hosts_for(args.host, getattr(args, "allowed_host", None) or [])),
+        share_prompt_cache=bool(getattr(args, "share_prompt_cache", False)),
         name=args.name or (Path(args.model).stem if str(args.model).endswith(".gguf") else str(args.model)))
+
+
+def _keys(api_key: str | list[str] | None) -> tuple[str, ...] | None:
+    if api_key is None:
+        return None
+    return (api_key,) if isinstance(api_key, str) else tuple(api_key)

@@ -50,6 +50,7 @@ class GenerationRequest:
     logprobs: int | None = None  # None: off; k: the chosen token's logprob and the k most likely alternatives
     ignore_eos: bool = False
     constraint: Any = None  # onewell.structured Constraint: masks the logits, ends the reply when complete
+    cache_owner: str | None = None  # reuses cached prefixes only of requests with the same owner (API key)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class Slot:
         self.backend = backend
         self.tokenizer = tokenizer
         self.cache_ids: list[int] = []  # the tokens the KV cache holds, for prefix reuse
+        self.cache_owner: str | None = None  # whose request filled it
         self.last_used = 0.0
         self.job: Job | None = None
 
@@ -114,7 +116,8 @@ class Slot:
     def assign(self, job: Job) -> None:
         req = job.request
         prompt = req.prompt_ids
-        reuse = min(common_prefix_length(self.cache_ids, prompt), len(prompt) - 1)  # >= 1 token for logits
+        reuse = min(self.reusable_prefix(req), len(prompt) - 1)  # >= 1 token for logits
+        self.cache_owner = req.cache_owner
         self.backend.truncate(reuse)
         del self.cache_ids[reuse:]
         self.job = job
@@ -128,6 +131,12 @@ class Slot:
         self.generated = 0
         self.started = time.perf_counter()
         self.first_token_at: float | None = None
+
+    def reusable_prefix(self, req: GenerationRequest) -> int:
+        """Prompt tokens this slot's cache already holds, if the request may reuse them (same owner)."""
+        if self.cache_owner != req.cache_owner:
+            return 0
+        return common_prefix_length(self.cache_ids, req.prompt_ids)
 
     def release(self) -> None:
         self.job = None
@@ -315,19 +324,24 @@ class Scheduler:
         for slot in self.slots:
             slot.release()
 
-    def submit(self, request: GenerationRequest) -> Job:
-        """Queue a request; raises QueueFullError when all slots are busy and the queue is full."""
+    def check_room(self, extra_waiting: int = 0) -> None:
+        """QueueFullError unless one more request (beyond `extra_waiting` others on their way, e.g. being
+        tokenized) would find a free slot or a place in the queue."""
         if self._task is None or self._stopping or self._closing:
             raise QueueFullError("the server is shutting down")
         # queued jobs take free slots at the loop's next turn; a slot whose client hung up is freed then too,
         # so it counts as free now (a client that reconnects at once is not refused), and so do the
         # cancelled jobs still in the queue (they are dropped at that turn)
         free = sum(s.job is None or s.job.cancelled for s in self.slots)
-        waiting = sum(not j.cancelled for j in self.queue)
+        waiting = sum(not j.cancelled for j in self.queue) + extra_waiting
         if waiting >= free + self.queue_capacity:
             self.counters.requests_rejected += 1
-            raise QueueFullError(f"all {len(self.slots)} slots are busy and {len(self.queue)} requests are "
+            raise QueueFullError(f"all {len(self.slots)} slots are busy and {waiting} requests are "
                                  "waiting; try again shortly")
+
+    def submit(self, request: GenerationRequest) -> Job:
+        """Queue a request; raises QueueFullError when all slots are busy and the queue is full."""
+        self.check_room()
         job = Job(request, self)
         self.queue.append(job)
         self._wake.set()
@@ -417,9 +431,8 @@ class Scheduler:
         free = [s for s in self.slots if s.job is None]
         while self.queue and free:
             job = self.queue.popleft()
-            prompt = job.request.prompt_ids
-            # Longest shared prefix first; among equals the least recently used, keeping warm caches warm.
-            slot = max(free, key=lambda s: (common_prefix_length(s.cache_ids, prompt), -s.last_used))
+            # Longest reusable prefix first; among equals the least recently used, keeping warm caches warm.
+            slot = max(free, key=lambda s: (s.reusable_prefix(job.request), -s.last_used))
             free.remove(slot)
             slot.assign(job)
             self.counters.prompt_tokens_cached += slot.cached_tokens

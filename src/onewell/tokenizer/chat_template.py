@@ -2,7 +2,9 @@
 
 Same environment as transformers' apply_chat_template: sandboxed and immutable, trim_blocks and lstrip_blocks,
 the loopcontrols extension, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII text, and the
-`{% generation %}` block (rendered as its plain content).
+`{% generation %}` block (rendered as its plain content). Unlike transformers, a render runs under limits of
+time, sizes and output (template_sandbox.py): a template is data from the model file. A template is compiled
+once (a failure to compile too) and cached.
 """
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from datetime import datetime
 import jinja2
 import jinja2.ext
 from jinja2 import nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from onewell.errors import OnewellError
+from onewell.tokenizer.template_sandbox import (Budget, LimitedSandbox, TemplateBudgetError, TemplateLimits,
+                                                budget_scope)
 
 
 class ChatTemplateError(OnewellError, ValueError):
@@ -60,17 +63,53 @@ class _GenerationBlock(jinja2.ext.Extension):
         return nodes.Scope(body, lineno=lineno)
 
 
-@functools.lru_cache(maxsize=16)
-def _compile(template: str) -> jinja2.Template:
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols])
+def _environment() -> LimitedSandbox:
+    env = LimitedSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationBlock, jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
+    env.finish_filters()
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_or_error(template: str) -> jinja2.Template | ChatTemplateError:
+    """Compiles once per template text; a template that does not compile is remembered as its error."""
     try:
-        return env.from_string(template)
+        with budget_scope(Budget(TemplateLimits(max_seconds=10.0))):  # compiling folds constants
+            return _environment().from_string(template)
     except jinja2.TemplateSyntaxError as e:
-        raise ChatTemplateError(f"chat template does not compile: {e.message} (line {e.lineno})") from e
+        return ChatTemplateError(f"chat template does not compile: {e.message} (line {e.lineno})")
+    except Exception as e:  # RecursionError on deep nesting, ...
+        return ChatTemplateError(f"chat template does not compile: {type(e).__name__}: {e}")
+
+
+def _compile(template: str) -> jinja2.Template:
+    compiled = _compile_or_error(template)
+    if isinstance(compiled, ChatTemplateError):
+        raise ChatTemplateError(str(compiled))
+    return compiled
+
+
+def _input_chars(messages, extra) -> int:
+    """Characters the conversation brings: the output budget grows with it, so long chats are not refused."""
+    try:
+        return len(json.dumps([messages, extra], default=str))
+    except (TypeError, ValueError, RecursionError):
+        return 0
+
+
+def _render_limited(compiled: jinja2.Template, limits: TemplateLimits, input_chars: int, variables: dict) -> str:
+    budget = Budget(limits, input_chars)
+    parts: list[str] = []
+    size = 0
+    with budget_scope(budget):
+        for piece in compiled.generate(**variables):
+            size += len(piece)
+            budget.size(size, "the rendered prompt")
+            budget.tick()
+            parts.append(piece)
+    return "".join(parts)
 
 
 def render_chat(
@@ -79,12 +118,14 @@ def render_chat(
     add_generation_prompt: bool = True,
     bos_token: str = "",
     eos_token: str = "",
+    limits: TemplateLimits | None = None,
     **extra,
 ) -> str:
     """Renders a conversation into the prompt text the model was trained on.
 
     `extra` becomes template variables too (e.g. `tools=[...]`, `documents=[...]`); `tools` and `documents`
-    are None unless given, as in transformers.
+    are None unless given, as in transformers. `limits` bounds the render (TemplateLimits() by default); any
+    failure, a limit included, is a ChatTemplateError.
     """
     if not isinstance(template, str):
         raise ChatTemplateError(f"chat template must be a str, not {type(template).__name__}")
@@ -96,10 +137,12 @@ def render_chat(
     compiled = _compile(template)
     variables = {"tools": None, "documents": None, **extra}
     try:
-        return compiled.render(
+        return _render_limited(compiled, limits or TemplateLimits(), _input_chars(messages, extra), dict(
             messages=list(messages), add_generation_prompt=add_generation_prompt,
-            bos_token=bos_token, eos_token=eos_token, **variables)
+            bos_token=bos_token, eos_token=eos_token, **variables))
     except ChatTemplateError:
         raise
+    except TemplateBudgetError as e:
+        raise ChatTemplateError(f"chat template stopped: {e}") from None
     except Exception as e:  # the template is data from the model file: any failure in it is the template's
         raise ChatTemplateError(f"chat template failed while rendering: {type(e).__name__}: {e}") from e
