@@ -126,7 +126,9 @@ class BodyTimeoutMiddleware:
                 message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0))
             except asyncio.TimeoutError:
                 body_done = True
-                raise HTTPException(408, f"the request body did not arrive within {self.timeout:g} s") from None
+                # The rest of the body may still come: the connection cannot carry another request, so close it.
+                raise HTTPException(408, f"the request body did not arrive within {self.timeout:g} s",
+                                    headers={"Connection": "close"}) from None
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_done = True
             return message
