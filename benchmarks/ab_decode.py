@@ -3,7 +3,8 @@
 Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk_rows`) plus the process-wide
 knobs of the Q8_0 R16 kernel: `r16_prefetch` (bytes of software prefetch, default 8192) and `r16_row_stream`
 (1: single-vector matmuls stream rows one at a time, the default; 0: 4-row tiles). Prints tok/s per
-variant (median of the repetitions) and the ratio of each variant to the first.
+variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
+ran back to back, so a slow moment of the machine hits both).
 
     python benchmarks/ab_decode.py MODEL --threads 1 --variants '{"repack": False}' '{"repack": True}'
 """
@@ -51,12 +52,13 @@ def main() -> None:
             _core.r16_row_stream(v.get("r16_row_stream", 1))
             tg_speed(b, 4)  # warm this backend's caches and pool after the other ran
             speeds[i].append(tg_speed(b, args.n_gen))
-    base = statistics.median(speeds[0])
     mb = spec.bytes_per_token() / 1e6
     print(f"{args.model}, {args.threads} thread(s), tg{args.n_gen}, {args.reps} interleaved reps, {mb:.1f} MB/token (file bytes)")
     for v, s in zip(variants, speeds):
         med = statistics.median(s)
-        print(f"  {str(v):50} {med:7.2f} tok/s  ({min(s):.1f}-{max(s):.1f})  {med * mb / 1e3:5.1f} GB/s  ratio {med / base:.3f}")
+        ratio = statistics.median(x / y for x, y in zip(s, speeds[0]))
+        print(f"  {str(v):50} {med:7.2f} tok/s  ({min(s):.1f}-{max(s):.1f})  {med * mb / 1e3:5.1f} GB/s  "
+              f"median ratio {ratio:.3f}")
 
 
 if __name__ == "__main__":

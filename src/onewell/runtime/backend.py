@@ -1,7 +1,10 @@
 """What generation needs from an engine, and the one place that picks an engine.
 
 Both the numpy reference (runtime/reference.py) and the native executor implement `Backend`; everything
-above (generate, api, serve) sees only this protocol.
+above (generate, api, serve) sees only this protocol. Several sequences advance together through the batched
+step, `BatchedBackend.forward_batch`: a Backend that is one sequence of such an engine names it as its `group`
+(and its `seq_id` there); `batch_groups` puts any list of backends into groups, lone backends into a
+`SequentialGroup` that runs them one after another, so callers (the server's scheduler) need only this step.
 """
 from __future__ import annotations
 
@@ -30,6 +33,50 @@ class Backend(Protocol):
 
     def reset(self) -> None:
         ...
+
+
+@runtime_checkable
+class BatchedBackend(Protocol):
+    """n_seq sequences advanced in one step: every weight is read once for the tokens of all of them."""
+    n_seq: int
+
+    def check_request(self, seq_id: int, tokens: Sequence[int]) -> np.ndarray:
+        """What forward_batch would refuse for this one request (raises), else the tokens as an array."""
+        ...
+
+    def forward_batch(self, requests: Sequence[tuple[int, Sequence[int]]],
+                      all_logits: bool = False) -> list[np.ndarray]:
+        """Append each request's tokens to its sequence (each sequence at most once); per request, the logits of
+        its last token (n_vocab,) or, with all_logits, of every token."""
+        ...
+
+
+class SequentialGroup:
+    """A BatchedBackend over independent single-sequence backends: its batched step runs them in turn."""
+
+    def __init__(self, backends: Sequence[Backend]):
+        self.backends = list(backends)
+        self.n_seq = len(self.backends)
+
+    def check_request(self, seq_id: int, tokens: Sequence[int]) -> np.ndarray:
+        return np.asarray(tokens)  # each backend checks its own input in forward
+
+    def forward_batch(self, requests: Sequence[tuple[int, Sequence[int]]],
+                      all_logits: bool = False) -> list[np.ndarray]:
+        return [self.backends[s].forward(tokens, all_logits=all_logits) for s, tokens in requests]
+
+
+def batch_groups(backends: Sequence[Backend]) -> list[tuple[BatchedBackend, list[tuple[int, int]]]]:
+    """The engines to step for `backends`: (group, [(index into backends, seq_id in group), ...]), one group per
+    engine that several of them share, one SequentialGroup per backend that has none."""
+    groups: dict[int, tuple[BatchedBackend, list[tuple[int, int]]]] = {}
+    for i, backend in enumerate(backends):
+        group = getattr(backend, "group", None)
+        if group is None:
+            groups[id(backend)] = (SequentialGroup([backend]), [(i, 0)])
+        else:
+            groups.setdefault(id(group), (group, []))[1].append((i, backend.seq_id))
+    return list(groups.values())
 
 
 def create_backend(kind: str, spec: ModelSpec, n_ctx: int, threads: int | None = None) -> Backend:

@@ -8,9 +8,13 @@ n_seq * n_ctx * n_layer * 2 * (n_head_kv * head_dim) * 4 bytes, touched only as 
     multi = NativeMultiBackend(spec, n_seq=4, n_ctx=4096)
     logits = multi.forward_batch([(0, prompt_a), (1, prompt_b)])   # one (n_vocab,) array per request
     slot = multi.sequence(2)                                        # the single-sequence Backend protocol
+
+This is the native engine; NativeBackend (runtime/native.py) is its one-sequence case. It implements the
+batched step of runtime/backend.py (BatchedBackend), which the server's scheduler drives.
 """
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
@@ -18,11 +22,32 @@ import numpy as np
 from onewell._native import _core
 from onewell.models.base import ModelSpec
 from onewell.runtime.memory import check_kv_cache_fits
-from onewell.runtime.native import NativeBackend, _positive_int, physical_cores
 from onewell.runtime.native_kernels import repacks_by_default, resolve_path
 from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens
 
 _LAST, _ALL, _NONE = 0, 1, 3  # logits modes of ow_executor_forward_batch (executor.h)
+
+
+def physical_cores() -> int:
+    """Cores this process may run on, counting SMT siblings once (Linux sysfs; else the logical count)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    cores = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            with open(topology + "physical_package_id") as f1, open(topology + "core_id") as f2:
+                cores.add((f1.read().strip(), f2.read().strip()))
+        except OSError:
+            return max(1, len(cpus))
+    return max(1, len(cores))
+
+
+def _positive_int(name: str, value, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
 
 
 class NativeMultiBackend:
@@ -31,7 +56,13 @@ class NativeMultiBackend:
     def __init__(self, spec: ModelSpec, n_seq: int, n_ctx: int = 4096, threads: int | None = None,
                  max_batch: int = 64, isa: str | None = None, chunk_rows: int | None = None,
                  repack: bool | None = None, plan: ExecutorPlan | None = None):
-        """Arguments as NativeBackend's; plan: reuse one built for these weights (and its repacked copies)."""
+        """n_ctx: positions per sequence. threads: None = the physical cores. max_batch: tokens per native
+        step (longer inputs run in several). isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni",
+        "avx512"; None = the best this CPU has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed
+        chunk (a tuning knob; None = default). repack: convert Q8_0, Q5_0 and Q4_1 matrices (all but the
+        embedding table of the token gather) to their R16 layouts at load; None = on the paths in
+        native_kernels.R16_PATHS, True/False force it (every path computes it correctly). plan: reuse one
+        built for these weights (and its repacked copies) instead."""
         self.n_seq = _positive_int("n_seq", n_seq)
         self.n_ctx = _positive_int("n_ctx", n_ctx)
         threads = _positive_int("threads", threads, allow_none=True)
@@ -51,9 +82,10 @@ class NativeMultiBackend:
         if path is not None or chunk_rows is not None:
             _core.executor_configure(self._ex, path, chunk_rows or 0, -1)
         self._n_past = [0] * self.n_seq
+        self._profile = False
 
     @classmethod
-    def from_backend(cls, backend: NativeBackend, n_seq: int, threads: int | None = None,
+    def from_backend(cls, backend, n_seq: int, threads: int | None = None,
                      n_ctx: int | None = None) -> NativeMultiBackend:
         """Sequences beside `backend`'s: same weights (its plan, no second repack), kernel path and tuning."""
         info = backend.info()
@@ -79,8 +111,35 @@ class NativeMultiBackend:
     def reset(self, seq_id: int) -> None:
         self._n_past[self._seq(seq_id)] = 0
 
+    # ---- tuning and measurement ----
+
+    @property
+    def threads(self) -> int:
+        return self.info()["threads"]
+
+    @property
+    def isa(self) -> str:
+        """Kernel path of the matmuls."""
+        return self.info()["kpath"]
+
     def info(self) -> dict:
+        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch, n_seq, and repacked: the
+        R16 copies made at load ({"matrices", "bytes" of memory they take, "source_bytes" of the originals})."""
         return {**_core.executor_info(self._ex), "repacked": self.plan.repacked}
+
+    @property
+    def profile(self) -> bool:
+        return self._profile
+
+    @profile.setter
+    def profile(self, on: bool) -> None:
+        _core.executor_configure(self._ex, None, 0, 1 if on else 0)
+        self._profile = bool(on)
+
+    def profile_stats(self, reset: bool = False) -> dict:
+        """Seconds per op category accumulated while profiling was on (see executor.h, ow_prof_cat), with
+        "calls" (forward steps) and "tokens"; reset=True zeroes the counters after reading."""
+        return _core.executor_profile(self._ex, reset)
 
     # ---- steps ----
 
@@ -146,10 +205,11 @@ class NativeMultiBackend:
 
 
 class NativeSequence:
-    """One sequence of a NativeMultiBackend as a single-sequence Backend (runtime/backend.py)."""
+    """One sequence of a NativeMultiBackend as a single-sequence Backend (runtime/backend.py); its `group` is
+    the engine, for batched steps with the other sequences."""
 
     def __init__(self, multi: NativeMultiBackend, seq_id: int):
-        self.multi = multi
+        self.multi = self.group = multi
         self.seq_id = seq_id
         self.n_ctx = multi.n_ctx
         self.spec = multi.spec

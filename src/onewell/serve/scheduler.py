@@ -22,10 +22,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from onewell.errors import OnewellError
-from onewell.runtime.backend import Backend
+from onewell.runtime.backend import Backend, batch_groups
 from onewell.runtime.generate import common_prefix_length
 from onewell.runtime.logprobs import log_softmax, top_alternatives
-from onewell.runtime.native_multi import NativeMultiBackend, NativeSequence
 from onewell.runtime.sampling import Sampler, SamplingParams
 from onewell.serve.streaming import Alternative, Release, StopHoldback, TokenLogprob
 from onewell.tokenizer import IncrementalDecoder, Tokenizer
@@ -217,30 +216,26 @@ def _alternative(tokenizer: Tokenizer, token: int, logprob: float) -> Alternativ
 def step_sequences(backends: Sequence[Backend], inputs: Sequence[list[int]]) -> list[np.ndarray | Exception]:
     """Append inputs[i] to sequence i and return the logits of its last token (or the exception it raised).
 
-    Slots that are sequences of one NativeMultiBackend advance together in one native step (every weight read
-    once for all of them: what makes batching pay on a memory-bound CPU). Other backends run one forward per
-    sequence, one after another, each on the slot's own KV cache."""
+    Slots that are sequences of one engine (a NativeMultiBackend) advance together in its batched step (every
+    weight read once for all of them: what makes batching pay on a memory-bound CPU); other backends run one
+    forward each, on their own KV caches (runtime/backend.py: batch_groups)."""
     out: list[np.ndarray | Exception | None] = [None] * len(backends)
-    batched: dict[int, tuple[NativeMultiBackend, list[int]]] = {}  # id(multi) -> (multi, indices)
-    for i, (backend, tokens) in enumerate(zip(backends, inputs)):
-        if isinstance(backend, NativeSequence):
+    for group, members in batch_groups(backends):
+        requests = []
+        for i, seq_id in members:
             try:  # a request the batch would refuse fails alone, not the whole batch
-                backend.multi.check_request(backend.seq_id, tokens)
+                group.check_request(seq_id, inputs[i])
             except Exception as e:
                 out[i] = e
                 continue
-            batched.setdefault(id(backend.multi), (backend.multi, []))[1].append(i)
+            requests.append((i, seq_id))
+        if not requests:
             continue
         try:
-            out[i] = backend.forward(tokens)
-        except Exception as e:  # one sequence failing must not take the others down
-            out[i] = e
-    for multi, indices in batched.values():
-        try:
-            logits = multi.forward_batch([(backends[i].seq_id, inputs[i]) for i in indices])
-        except Exception as e:
-            logits = [e] * len(indices)
-        for i, result in zip(indices, logits):
+            logits = group.forward_batch([(seq_id, inputs[i]) for i, seq_id in requests])
+        except Exception as e:  # one engine failing must not take the others down
+            logits = [e] * len(requests)
+        for (i, _), result in zip(requests, logits):
             out[i] = result
     return out
 
