@@ -5,7 +5,7 @@ only the neighbours of each merge (a heap over a linked list, so long words stay
 """
 from __future__ import annotations
 
-import heapq
+from onewell.tokenizer.pair_merge import merge_pairs
 
 
 def _byte_to_char_table() -> list[str]:
@@ -67,42 +67,8 @@ class BytePairEncoder:
         return ids
 
     def _merge(self, word: str) -> list[str]:
-        symbols: list[str] = list(word)
-        n = len(symbols)
-        if n < 2:
-            return symbols
         ranks = self._ranks
-        nxt = list(range(1, n + 1))
-        nxt[-1] = -1
-        prv = list(range(-1, n - 1))
-        heap = []
-        for i in range(n - 1):
-            rank = ranks.get((symbols[i], symbols[i + 1]))
-            if rank is not None:
-                heap.append((rank, i, i + 1, symbols[i] + symbols[i + 1]))
-        heapq.heapify(heap)
-
-        def push(left: int, right: int) -> None:
-            if left < 0 or right < 0:
-                return
-            rank = ranks.get((symbols[left], symbols[right]))
-            if rank is not None:
-                heapq.heappush(heap, (rank, left, right, symbols[left] + symbols[right]))
-
-        while heap:
-            _, left, right, merged = heapq.heappop(heap)
-            a, b = symbols[left], symbols[right]
-            # Stale entry: one side was merged away (emptied) or grew since the pair was queued.
-            if not a or not b or len(a) + len(b) != len(merged) or a + b != merged:
-                continue
-            symbols[left] = merged
-            symbols[right] = ""
-            nxt[left] = nxt[right]
-            if nxt[right] >= 0:
-                prv[nxt[right]] = left
-            push(prv[left], left)
-            push(left, nxt[left])
-        return [s for s in symbols if s]
+        return merge_pairs(list(word), lambda a, b: ranks.get((a, b)))
 
     def _ids_of(self, parts: list[str]) -> list[int]:
         ids = []

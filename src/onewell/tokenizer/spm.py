@@ -6,7 +6,7 @@ A piece left that is not a token is spelled as byte tokens (<0xNN>), the byte fa
 """
 from __future__ import annotations
 
-import heapq
+from onewell.tokenizer.pair_merge import merge_pairs
 
 SPACE = "\u2581"  # "▁": how SentencePiece vocabularies spell a space
 
@@ -29,48 +29,14 @@ class SentencePieceEncoder:
         return found if found is not None else self._unk_id
 
     def encode(self, text: str) -> list[int]:
-        symbols = list(text)
-        n = len(symbols)
-        if n == 0:
-            return []
         lookup, scores = self._token_to_id, self._scores
-        nxt = list(range(1, n + 1))
-        nxt[-1] = -1
-        prv = list(range(-1, n - 1))
-        heap = []
-        for i in range(n - 1):
-            merged = symbols[i] + symbols[i + 1]
-            token_id = lookup.get(merged)
-            if token_id is not None:
-                heap.append((-scores[token_id], i, i + 1, merged))
-        heapq.heapify(heap)
 
-        def push(left: int, right: int) -> None:
-            if left < 0 or right < 0:
-                return
-            merged = symbols[left] + symbols[right]
-            token_id = lookup.get(merged)
-            if token_id is not None:
-                heapq.heappush(heap, (-scores[token_id], left, right, merged))
-
-        while heap:
-            _, left, right, merged = heapq.heappop(heap)
-            a, b = symbols[left], symbols[right]
-            # Stale entry: one side was merged away (emptied) or grew since the pair was queued.
-            if not a or not b or len(a) + len(b) != len(merged):
-                continue
-            symbols[left] = merged
-            symbols[right] = ""
-            nxt[left] = nxt[right]
-            if nxt[right] >= 0:
-                prv[nxt[right]] = left
-            push(prv[left], left)
-            push(left, nxt[left])
+        def priority(a: str, b: str) -> float | None:  # the higher the merged piece's score, the earlier
+            token_id = lookup.get(a + b)
+            return None if token_id is None else -scores[token_id]
 
         ids: list[int] = []
-        for piece in symbols:
-            if not piece:
-                continue
+        for piece in merge_pairs(list(text), priority):
             token_id = lookup.get(piece)
             if token_id is not None:
                 ids.append(token_id)
