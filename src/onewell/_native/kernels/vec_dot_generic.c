@@ -3,6 +3,7 @@
  * Arithmetic follows ggml: each block's integer dot product is exact, then it is scaled once by the product
  * of the weight and activation scales, and the scaled block sums are added in float in block order. */
 #include "vec_dot.h"
+#include "vec_dot_generic_rows.h"
 
 /* Legacy 32-element blocks -------------------------------------------------------------------------------- */
 
@@ -177,14 +178,8 @@ static float dot_row_f16_f16(const uint8_t *w, const uint16_t *x, int64_t n) {
     return (float)sum;
 }
 
-/* Row tiles: the generic path simply computes its rows one after the other -------------------------------- */
+/* Row tiles (vec_dot_generic_rows.h): the generic path computes its rows one after the other */
 
-#define OW_GENERIC_DOT(name, wblock, xblock, per_block)                                                  \
-    void vec_dot_##name##_generic(OW_DOT_ARGS) {                                                         \
-        for (int r = 0; r < nr; r++)                                                                     \
-            s[r] = dot_row_##name((const wblock *)(w + (size_t)r * w_stride), (const xblock *)x,         \
-                                  n_cols / (per_block));                                                 \
-    }
 
 OW_GENERIC_DOT(q4_0_q8_0, ow_block_q4_0, ow_block_q8_0, OW_QK)
 OW_GENERIC_DOT(q4_1_q8_1, ow_block_q4_1, ow_block_q8_1, OW_QK)

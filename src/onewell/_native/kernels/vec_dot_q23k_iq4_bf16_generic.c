@@ -2,6 +2,7 @@
  * vec_dot_q23k_iq4_bf16_x86_256.inc. As vec_dot_generic.c: exact integer block dots, scaled once per block, block
  * sums added in float in block order (ggml's ggml_vec_dot_*_generic). */
 #include "vec_dot.h"
+#include "vec_dot_generic_rows.h"
 
 /* the 2 low bits of K-quant element i (Q2_K, Q3_K): bits 2j of qs[32h + l] for i = 128h + 32j + l */
 static inline int low2(const uint8_t *qs, int i) { return (qs[32 * (i / 128) + i % 32] >> (2 * ((i / 32) % 4))) & 3; }
@@ -80,12 +81,6 @@ static float dot_row_bf16_f32(const uint8_t *w, const float *x, int64_t n) {
     return (float)sum;
 }
 
-#define OW_GENERIC_DOT(name, wblock, xblock, per_block)                                                  \
-    void vec_dot_##name##_generic(OW_DOT_ARGS) {                                                         \
-        for (int r = 0; r < nr; r++)                                                                     \
-            s[r] = dot_row_##name((const wblock *)(w + (size_t)r * w_stride), (const xblock *)x,         \
-                                  n_cols / (per_block));                                                 \
-    }
 
 OW_GENERIC_DOT(q2_K_q8_K, ow_block_q2_K, ow_block_q8_K, OW_QK_K)
 OW_GENERIC_DOT(q3_K_q8_K, ow_block_q3_K, ow_block_q8_K, OW_QK_K)
