@@ -194,7 +194,7 @@ def test_bad_arguments_raise_clear_errors():
         NR.repack(raw, T.Q8_0, 4, 48)
     with pytest.raises(ValueError, match="bytes"):
         R.repack_q8_0_r16(raw, 5, 64)
-    with pytest.raises(ValueError, match="too small"):
+    with pytest.raises(ValueError, match="needed"):
         _core.repack_r16(int(T.Q8_0), raw, 68, 4, 64, np.empty(3 * 68, np.uint8), 68)
     with pytest.raises(ValueError, match="row size"):
         _core.repack_r16(int(T.Q8_0), raw, 68, 4, 64, np.empty(4 * 60, np.uint8), 60)
@@ -205,7 +205,7 @@ def test_bad_arguments_raise_clear_errors():
     y = np.empty(4, np.float32)
     with pytest.raises(ValueError, match="at least"):
         _core.matmul(R.Q8_0_R16, packed, 67, 64, xq, xq.size, 1, y, 4, 0, 4, "generic")
-    with pytest.raises(ValueError, match="fewer than r1"):
+    with pytest.raises(ValueError, match="r1 rows"):
         _core.matmul(R.Q8_0_R16, packed[:3], 128, 64, xq, xq.size, 1, y, 4, 0, 4, "generic")
     with pytest.raises(ValueError, match="activation buffer"):
         _core.matmul(R.Q8_0_R16, packed, 128, 64, xq[:-1], xq.size, 1, y, 4, 0, 4, "generic")
@@ -278,16 +278,29 @@ def test_backend_logits_with_and_without_repack(r16_tiny):
         assert (on.argmax(axis=1) == off[path].argmax(axis=1)).all()
 
 
-def test_repack_defaults_to_the_avx512_path_only(r16_tiny):
+def repacked_types(backend) -> set[str]:
+    return {m.ggml_type.name.lower() for m in backend.plan.matrices if m.repacked}
+
+
+def test_repack_defaults_follow_each_paths_measured_choice(r16_tiny):
+    every = repacked_types(NativeBackend(r16_tiny, n_ctx=8, repack=True))
     for path in PATHS:
-        expected = path == "avx512"
         backend = NativeBackend(r16_tiny, n_ctx=8, isa=path)
-        assert backend.repack is expected
-        assert (backend.info()["repacked"]["matrices"] > 0) is expected
-    assert NativeBackend(r16_tiny, n_ctx=8).repack is (nk.default_path() == "avx512")
-    for bad in ("yes", 1, 0.0):
+        types = repacked_types(backend)
+        assert types == every & nk.DEFAULT_REPACK[path]
+        assert (backend.info()["repacked"]["matrices"] > 0) is bool(types)
+    assert nk.DEFAULT_REPACK["avx512"] == {"q8_0", "q5_0", "q4_1"}
+    for bad in ("yes", 1, 0.0, ["q4_0"], ["q9_9"]):
         with pytest.raises(ValueError, match="repack"):
             NativeBackend(r16_tiny, n_ctx=8, repack=bad)
+
+
+def test_repack_can_name_the_types(r16_tiny):
+    present = repacked_types(NativeBackend(r16_tiny, n_ctx=8, repack=True))
+    assert present, "the tiny model must hold a repackable type"
+    for one in sorted(present):
+        assert repacked_types(NativeBackend(r16_tiny, n_ctx=8, repack=[one])) == {one}
+    assert repacked_types(NativeBackend(r16_tiny, n_ctx=8, repack=[])) == set()
 
 
 def test_executor_refuses_a_repacked_gather_table(r16_tiny):

@@ -16,7 +16,7 @@ before the last skip the output projection unless every token's logits are wante
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class NativeBackend(NativeSequence):
     plus the engine's profiling, info and thread count."""
 
     def __init__(self, spec: ModelSpec, n_ctx: int = 4096, threads: int | None = None, max_batch: int = 64,
-                 isa: str | None = None, chunk_rows: int | None = None, repack: bool | None = None):
+                 isa: str | None = None, chunk_rows: int | None = None, repack: bool | Iterable[str] | None = None):
         """Arguments as NativeMultiBackend's (n_seq = 1)."""
         super().__init__(NativeMultiBackend(spec, 1, n_ctx=n_ctx, threads=threads, max_batch=max_batch, isa=isa,
                                             chunk_rows=chunk_rows, repack=repack), 0)

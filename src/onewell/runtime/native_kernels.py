@@ -35,15 +35,20 @@ def default_path() -> str:
     return _core().kernel_default_path()
 
 
-# Kernel paths the plan repacks for by default (docs/perf-log.md, entries 3 and 10). The AVX2 R16 kernels match
-# their generic twins, but a SmolLM2 model run on the AVX2 path with repacking differs from the generic path by up
-# to 2.3 in a logit (perf-log entry 10, not yet explained): until that is found, AVX2 repacks only when asked.
-R16_PATHS = frozenset({"avx512"})
+# The weight types each kernel path repacks to R16 at load unless told (docs/perf-log.md, entries 3, 10 and 11):
+# chosen by measurement per path, since a layout that pays on one path may not on another (Q5_0 -> Q8_0 R16
+# reads 25 % more bytes).
+DEFAULT_REPACK: dict[str, frozenset[str]] = {
+    "avx512": frozenset({"q8_0", "q5_0", "q4_1"}),
+    "avx2": frozenset(),
+    "avx2-vnni": frozenset(),
+    "generic": frozenset(),
+}
 
 
-def repacks_by_default(path: str | None) -> bool:
-    """Whether a backend on kernel path `path` (None = this CPU's default) repacks at load unless told."""
-    return (path or default_path()) in R16_PATHS
+def default_repack(path: str | None) -> frozenset[str]:
+    """The weight types a backend on kernel path `path` (None = this CPU's default) repacks at load unless told."""
+    return DEFAULT_REPACK.get(path or default_path(), frozenset())
 
 
 def resolve_path(isa: str | None) -> str:

@@ -15,15 +15,15 @@ batched step of runtime/backend.py (BatchedBackend), which the server's schedule
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from onewell._native import _core
 from onewell.models.base import ModelSpec
 from onewell.runtime.memory import check_kv_cache_fits
-from onewell.runtime.native_kernels import repacks_by_default, resolve_path
-from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens
+from onewell.runtime.native_kernels import default_repack, resolve_path
+from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens, repack_type_set
 
 _LAST, _ALL, _NONE = 0, 1, 3  # logits modes of ow_executor_forward_batch (executor.h)
 
@@ -55,13 +55,14 @@ class NativeMultiBackend:
 
     def __init__(self, spec: ModelSpec, n_seq: int, n_ctx: int = 4096, threads: int | None = None,
                  max_batch: int = 64, isa: str | None = None, chunk_rows: int | None = None,
-                 repack: bool | None = None, plan: ExecutorPlan | None = None):
+                 repack: bool | Iterable[str] | None = None, plan: ExecutorPlan | None = None):
         """n_ctx: positions per sequence. threads: None = the physical cores. max_batch: tokens per native
         step (longer inputs run in several). isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni",
         "avx512"; None = the best this CPU has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed
         chunk (a tuning knob; None = default). repack: convert Q8_0, Q5_0 and Q4_1 matrices (all but the
-        embedding table of the token gather) to their R16 layouts at load; None = on the paths in
-        native_kernels.R16_PATHS, True/False force it (every path computes it correctly). plan: reuse one
+        embedding table of the token gather) to their R16 layouts at load; None = the path's choice
+        (native_kernels.DEFAULT_REPACK), True / False all or none, or a collection of the types to convert
+        ("q8_0", ...). Every path computes every layout correctly. plan: reuse one
         built for these weights (and its repacked copies) instead."""
         self.n_seq = _positive_int("n_seq", n_seq)
         self.n_ctx = _positive_int("n_ctx", n_ctx)
@@ -69,13 +70,13 @@ class NativeMultiBackend:
         self.max_batch = min(_positive_int("max_batch", max_batch), self.n_ctx)
         chunk_rows = _positive_int("chunk_rows", chunk_rows, allow_none=True)
         path = resolve_path(isa) if isa is not None else None
-        if repack is not None and not isinstance(repack, bool):
-            raise ValueError(f"repack must be True, False or None, got {repack!r}")
+        if repack is not None:
+            repack = repack_type_set(repack)  # ValueError for anything but a bool or known types, before C
         self.spec = spec
         self.config = spec.config
         check_kv_cache_fits(spec.config, self.n_ctx, self.n_seq)  # refuse before C reserves n_seq caches
         if plan is None:
-            plan = build_plan(spec, repack=repacks_by_default(path) if repack is None else repack)
+            plan = build_plan(spec, repack=default_repack(path) if repack is None else repack)
         self.plan = plan
         self._ex = _core.executor_create(*plan.native_args(), threads or physical_cores(), self.n_ctx,
                                          self.max_batch, self.n_seq)

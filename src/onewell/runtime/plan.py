@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -132,11 +132,12 @@ def _tensor(w: Weight, shape: tuple[int, ...]) -> Tensor:
     return _matrix(w, shape) if len(shape) == 2 else _vector(w, shape[0])
 
 
-def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
+def build_plan(spec: ModelSpec, repack: bool | Iterable[GGMLType] = False) -> ExecutorPlan:
     """Check everything the executor relies on and name every buffer; UnsupportedError names the tensor and
     type a native kernel is missing for (or a feature the executor lacks), ValueError any other inconsistency.
-    repack: convert the Q8_0 / Q5_0 / Q4_1 matrices, except the embedding table of the token gather, to their
-    R16 layout (a tied output projection gets its own copy)."""
+    repack: convert the Q8_0 / Q5_0 / Q4_1 matrices (True), or those of the given types, except the embedding
+    table of the token gather, to their R16 layout (a tied output projection gets its own copy)."""
+    repack_types = repack_type_set(repack)
     cfg = spec.config
     _check_config(cfg)
     shapes = tensor_shapes(cfg)
@@ -163,16 +164,38 @@ def build_plan(spec: ModelSpec, repack: bool = False) -> ExecutorPlan:
     if unknown:
         raise UnsupportedError(f"the native executor does not implement {unknown}")
     plan = ExecutorPlan(cfg, tensors, tuple(layers))
-    if repack:
+    if repack_types:
         copies: dict[tuple, MatrixPlan] = {}   # one copy per distinct buffer
 
         def packed(role: str, t: Tensor) -> Tensor:
-            return _repacked(t, copies) if isinstance(t, MatrixPlan) and role != "token_embd" else t
+            wanted = isinstance(t, MatrixPlan) and role != "token_embd" and t.ggml_type in repack_types
+            return _repacked(t, copies) if wanted else t
 
         plan = ExecutorPlan(cfg, {role: packed(role, t) for role, t in tensors.items()},
                             tuple(dataclasses.replace(lp, tensors={r: packed(r, t) for r, t in lp.tensors.items()})
                                   for lp in layers))
     return plan
+
+
+def repack_type_set(repack: bool | Iterable[GGMLType | str]) -> frozenset[GGMLType]:
+    """The weight types a `repack` argument asks to convert: True = every type with an R16 layout, False =
+    none, else the types given (GGMLType or names like "q8_0"), each of which must have an R16 layout."""
+    layouts = repack_layouts()
+    if isinstance(repack, bool):
+        return frozenset(layouts) if repack else frozenset()
+    if isinstance(repack, (str, bytes)) or not isinstance(repack, Iterable):
+        raise ValueError(f"repack must be True, False or a collection of weight types, got {repack!r}")
+    types = set()
+    for t in repack:
+        try:
+            gt = GGMLType[t.upper()] if isinstance(t, str) else GGMLType(t)
+        except (KeyError, ValueError):
+            raise ValueError(f"repack: {t!r} is not a weight type") from None
+        if gt not in layouts:
+            raise ValueError(f"repack: {gt.name} has no repacked layout (those that do: "
+                             f"{', '.join(sorted(x.name for x in layouts))})")
+        types.add(gt)
+    return frozenset(types)
 
 
 def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
