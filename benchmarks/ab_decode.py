@@ -13,6 +13,8 @@ import ast
 import statistics
 import time
 
+import numpy as np
+
 from onewell._native import _core
 from onewell.gguf import GGUFReader
 from onewell.hub import ensure_model
@@ -31,12 +33,21 @@ def tg_speed(backend: NativeBackend, n_gen: int) -> float:
     return n_gen / (time.perf_counter() - t0)
 
 
+def pp_speed(backend: NativeBackend, prompt: list[int]) -> float:
+    backend.reset()
+    t0 = time.perf_counter()
+    backend.forward(prompt)
+    return len(prompt) / (time.perf_counter() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("-n", "--n-gen", type=int, default=32)
+    ap.add_argument("-p", "--n-prompt", type=int, default=0,
+                    help="measure prefill of a prompt this long instead of decode (pp instead of tg)")
     ap.add_argument("--variants", nargs="+", required=True, help="python dict literals")
     args = ap.parse_args()
     spec = load_spec(GGUFReader(ensure_model(args.model)))
@@ -44,16 +55,19 @@ def main() -> None:
     backends = []
     for v in variants:
         kwargs = {k: val for k, val in v.items() if k not in KNOBS}
-        backends.append(NativeBackend(spec, n_ctx=256, threads=args.threads, **kwargs))
+        backends.append(NativeBackend(spec, n_ctx=max(256, args.n_prompt + 1), threads=args.threads, **kwargs))
+    prompt = [int(t) for t in np.random.default_rng(0).integers(0, spec.config.n_vocab, args.n_prompt)]
+    measure = (lambda b: pp_speed(b, prompt)) if args.n_prompt else (lambda b: tg_speed(b, args.n_gen))
     speeds = [[] for _ in variants]
     for _ in range(args.reps):
         for i, (v, b) in enumerate(zip(variants, backends)):
             _core.r16_prefetch(v.get("r16_prefetch", 8192))
             _core.r16_row_stream(v.get("r16_row_stream", 1))
             tg_speed(b, 4)  # warm this backend's caches and pool after the other ran
-            speeds[i].append(tg_speed(b, args.n_gen))
+            speeds[i].append(measure(b))
     mb = spec.bytes_per_token() / 1e6
-    print(f"{args.model}, {args.threads} thread(s), tg{args.n_gen}, {args.reps} interleaved reps, {mb:.1f} MB/token (file bytes)")
+    test = f"pp{args.n_prompt}" if args.n_prompt else f"tg{args.n_gen}"
+    print(f"{args.model}, {args.threads} thread(s), {test}, {args.reps} interleaved reps, {mb:.1f} MB/token (file bytes)")
     for v, s in zip(variants, speeds):
         med = statistics.median(s)
         ratio = statistics.median(x / y for x, y in zip(s, speeds[0]))

@@ -2,6 +2,7 @@
 
 Each measurement runs in a fresh process with PYTHONPATH=<tree>/src, so the two builds never share a process:
   - decode: tok/s of NativeBackend.forward_argmax on a model (tg of --n-gen tokens after a 4-token prompt);
+  - prefill: tok/s of NativeBackend.forward on a --n-prompt-token prompt (pp, best of 3 in the process);
   - dispatch: seconds per _core.matmul_bench call on a tiny matrix (4 rows x 256 cols Q4_K), where the per-call
     cost of kernel dispatch is largest relative to the work.
 Prints each tree's median and the median of the per-repetition ratios B/A.
@@ -28,6 +29,26 @@ for _ in range(4): tok = b.forward_argmax([tok])
 t0 = time.perf_counter()
 for _ in range(n_gen): tok = b.forward_argmax([tok])
 print(json.dumps(n_gen / (time.perf_counter() - t0)))
+"""
+
+PREFILL = """
+import json, sys, time
+import numpy as np
+from onewell.gguf import GGUFReader
+from onewell.hub import ensure_model
+from onewell.models.registry import load_spec
+from onewell.runtime.native import NativeBackend
+model, threads, n_prompt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+spec = load_spec(GGUFReader(ensure_model(model)))
+b = NativeBackend(spec, n_ctx=max(256, n_prompt), threads=threads)
+prompt = np.random.default_rng(0).integers(0, spec.config.n_vocab, n_prompt).tolist()
+best = 0.0
+for _ in range(3):
+    b.reset()
+    t0 = time.perf_counter()
+    b.forward(prompt)
+    best = max(best, n_prompt / (time.perf_counter() - t0))
+print(json.dumps(best))
 """
 
 DISPATCH = """
@@ -61,10 +82,16 @@ def main() -> None:
     ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct:q4_k_m")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("-n", "--n-gen", type=int, default=32)
+    ap.add_argument("-p", "--n-prompt", type=int, default=128)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--only", choices=("decode", "prefill", "dispatch"), action="append",
+                    help="run only these measures (repeatable; default: all)")
     args = ap.parse_args()
     benches = {"decode tok/s": (DECODE, args.model, str(args.threads), str(args.n_gen)),
+               "prefill tok/s": (PREFILL, args.model, str(args.threads), str(args.n_prompt)),
                "dispatch s/call": (DISPATCH,)}
+    if args.only:
+        benches = {k: v for k, v in benches.items() if k.split()[0] in args.only}
     for name, (code, *argv) in benches.items():
         a, b = [], []
         for _ in range(args.reps):

@@ -1,0 +1,253 @@
+/* AVX2 prefill tiles of the ggml 32-element block types (Q8_0, Q4_0, Q5_0 with Q8_0 activations; Q4_1, Q5_1
+ * with Q8_1): each weight row is decoded once into bytes in a scratch that stays in L1, then dotted with every
+ * activation vector, TA_VECS at a time.
+ *
+ * Why (docs/perf-log.md, entry 11): without a tile kernel a prefill matmul runs the decode dot once per vector,
+ * so a Q5_0 block's unpacking (nibbles, fifth bit, offset) is redone for each of the 64 vectors of a batch. Here
+ * it is done once per row, and each further vector costs a load, a sign, vpmaddubsw, vpmaddwd and one fma. Rows
+ * go in pairs, so each activation block is loaded (and its scale converted) once for two rows.
+ *
+ * Bit-identical to the decode kernels (vec_dot_x86_256.inc) for every vector, so batched and token-by-token
+ * runs agree exactly: the same int32 lane sums (sum (q - o) a over 4 bytes is sum q a - o sum a, the decode
+ * kernel's seeded form), the same per-block fma of d_w * d_x in the same order, the same horizontal sum and, for
+ * the _1 types, the same scalar sum of m * s. One vector (decode) calls the decode kernel itself. */
+#include "vec_dot.h"
+
+#if OW_X86_KERNELS
+#include <immintrin.h>
+
+#define TA_TARGET __attribute__((target("avx2,fma,f16c")))
+#define TA_INLINE static inline __attribute__((always_inline)) TA_TARGET
+#define TA_VECS 4                 /* vectors per pass over a decoded row: 4 accumulators + the row in registers */
+#define TA_MAX_BLOCKS 512         /* rows up to 16,384 columns decode into the scratch (16 KiB + scales) */
+
+TA_INLINE float ta_hsum(__m256 v) {   /* the decode kernels' horizontal sum, step for step */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 16 packed bytes -> 32 bytes 0..15 (low nibbles = elements 0..15, high = 16..31) */
+TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5 quants) */
+TA_INLINE __m256i ta_bit4(const uint8_t *qh) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ow_read_u32(qh)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i select = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select), _mm256_set1_epi8(0x10));
+}
+
+/* A decoded row: per block 32 quant bytes (signed q - offset for the _0 types, unsigned q for the _1 types), the
+ * scale d (and minimum m) as floats. */
+typedef struct {
+    int8_t q[TA_MAX_BLOCKS * OW_QK] __attribute__((aligned(32)));
+    float d[TA_MAX_BLOCKS], m[TA_MAX_BLOCKS];
+} ta_row;
+
+TA_INLINE void ta_store(ta_row *row, int64_t b, __m256i q) { _mm256_store_si256((__m256i *)(row->q + OW_QK * b), q); }
+
+TA_INLINE void ta_decode_q8_0(const uint8_t *w, int64_t nb, ta_row *row) {
+    const ow_block_q8_0 *wb = (const ow_block_q8_0 *)w;
+    for (int64_t b = 0; b < nb; b++) {
+        ta_store(row, b, _mm256_loadu_si256((const __m256i *)wb[b].qs));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+    }
+}
+
+TA_INLINE void ta_decode_q4_0(const uint8_t *w, int64_t nb, ta_row *row) {
+    const ow_block_q4_0 *wb = (const ow_block_q4_0 *)w;
+    for (int64_t b = 0; b < nb; b++) {
+        ta_store(row, b, _mm256_sub_epi8(ta_nibbles(wb[b].qs), _mm256_set1_epi8(8)));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+    }
+}
+
+TA_INLINE void ta_decode_q5_0(const uint8_t *w, int64_t nb, ta_row *row) {
+    const ow_block_q5_0 *wb = (const ow_block_q5_0 *)w;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i q = _mm256_or_si256(ta_nibbles(wb[b].qs), ta_bit4(wb[b].qh));
+        ta_store(row, b, _mm256_sub_epi8(q, _mm256_set1_epi8(16)));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+    }
+}
+
+TA_INLINE void ta_decode_q4_1(const uint8_t *w, int64_t nb, ta_row *row) {
+    const ow_block_q4_1 *wb = (const ow_block_q4_1 *)w;
+    for (int64_t b = 0; b < nb; b++) {
+        ta_store(row, b, ta_nibbles(wb[b].qs));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+        row->m[b] = _cvtsh_ss(wb[b].m);
+    }
+}
+
+TA_INLINE void ta_decode_q5_1(const uint8_t *w, int64_t nb, ta_row *row) {
+    const ow_block_q5_1 *wb = (const ow_block_q5_1 *)w;
+    for (int64_t b = 0; b < nb; b++) {
+        ta_store(row, b, _mm256_or_si256(ta_nibbles(wb[b].qs), ta_bit4(wb[b].qh)));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+        row->m[b] = _cvtsh_ss(wb[b].m);
+    }
+}
+
+/* NV Q8_0 vectors against a decoded row of signed quants: |q| times a carrying q's sign keeps every pair of
+ * products within int16 (vpmaddubsw's unsigned operand is |q| <= 128). */
+TA_INLINE void ta_dots_signed(const ta_row *row, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
+                              int64_t y_stride, const int NV) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[TA_VECS];
+    for (int v = 0; v < NV; v++) acc[v] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i q = _mm256_load_si256((const __m256i *)(row->q + OW_QK * b));
+        const __m256i abs_q = _mm256_sign_epi8(q, q);
+        const __m256 dw = _mm256_set1_ps(row->d[b]);
+        for (int v = 0; v < NV; v++) {
+            const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
+            const __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), q);
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, a), ones);
+            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
+            acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx), acc[v]);
+        }
+    }
+    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = ta_hsum(acc[v]);
+}
+
+/* NV Q8_1 vectors against a decoded row of unsigned quants and minimums: d_w d_x sum(q a) + m_w s_x per block */
+TA_INLINE void ta_dots_min(const ta_row *row, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
+                           int64_t y_stride, const int NV) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[TA_VECS];
+    float mins[TA_VECS];
+    for (int v = 0; v < NV; v++) { acc[v] = _mm256_setzero_ps(); mins[v] = 0.0f; }
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i q = _mm256_load_si256((const __m256i *)(row->q + OW_QK * b));
+        const __m256 dw = _mm256_set1_ps(row->d[b]);
+        const float mw = row->m[b];
+        for (int v = 0; v < NV; v++) {
+            const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride) + b;
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)xb->qs)), ones);
+            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
+            acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx), acc[v]);
+            mins[v] += mw * _cvtsh_ss(xb->s);
+        }
+    }
+    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = ta_hsum(acc[v]) + mins[v];
+}
+
+/* Two decoded rows against NV vectors at once: each activation block is loaded and its scale converted once for
+ * both rows (per row and vector the arithmetic is ta_dots_signed's / ta_dots_min's, so results are the same). */
+TA_INLINE void ta_dots2_signed(const ta_row *row0, const ta_row *row1, int64_t nb, const uint8_t *x, size_t x_stride,
+                               float *y, int64_t y_stride, const int NV) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0[TA_VECS], acc1[TA_VECS];
+    for (int v = 0; v < NV; v++) acc0[v] = acc1[v] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i q0 = _mm256_load_si256((const __m256i *)(row0->q + OW_QK * b));
+        const __m256i q1 = _mm256_load_si256((const __m256i *)(row1->q + OW_QK * b));
+        const __m256i abs0 = _mm256_sign_epi8(q0, q0), abs1 = _mm256_sign_epi8(q1, q1);
+        const __m256 dw0 = _mm256_set1_ps(row0->d[b]), dw1 = _mm256_set1_ps(row1->d[b]);
+        for (int v = 0; v < NV; v++) {
+            const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs0, _mm256_sign_epi8(a, q0)), ones);
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs1, _mm256_sign_epi8(a, q1)), ones);
+            acc0[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(dw0, dx), acc0[v]);
+            acc1[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(dw1, dx), acc1[v]);
+        }
+    }
+    for (int v = 0; v < NV; v++) {
+        y[(int64_t)v * y_stride] = ta_hsum(acc0[v]);
+        y[(int64_t)v * y_stride + 1] = ta_hsum(acc1[v]);
+    }
+}
+
+TA_INLINE void ta_dots2_min(const ta_row *row0, const ta_row *row1, int64_t nb, const uint8_t *x, size_t x_stride,
+                            float *y, int64_t y_stride, const int NV) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0[TA_VECS], acc1[TA_VECS];
+    float mins0[TA_VECS], mins1[TA_VECS];
+    for (int v = 0; v < NV; v++) { acc0[v] = acc1[v] = _mm256_setzero_ps(); mins0[v] = mins1[v] = 0.0f; }
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i q0 = _mm256_load_si256((const __m256i *)(row0->q + OW_QK * b));
+        const __m256i q1 = _mm256_load_si256((const __m256i *)(row1->q + OW_QK * b));
+        const __m256 dw0 = _mm256_set1_ps(row0->d[b]), dw1 = _mm256_set1_ps(row1->d[b]);
+        const float mw0 = row0->m[b], mw1 = row1->m[b];
+        for (int v = 0; v < NV; v++) {
+            const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride) + b;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
+            const float sx = _cvtsh_ss(xb->s);
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, a), ones);
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, a), ones);
+            acc0[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(dw0, dx), acc0[v]);
+            acc1[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(dw1, dx), acc1[v]);
+            mins0[v] += mw0 * sx;
+            mins1[v] += mw1 * sx;
+        }
+    }
+    for (int v = 0; v < NV; v++) {
+        y[(int64_t)v * y_stride] = ta_hsum(acc0[v]) + mins0[v];
+        y[(int64_t)v * y_stride + 1] = ta_hsum(acc1[v]) + mins1[v];
+    }
+}
+
+/* Every vector against one decoded row, TA_VECS at a time (the remainder with as many as are left). */
+#define TA_ALL_VECTORS(call)                                                                                 \
+    do {                                                                                                     \
+        int v = 0;                                                                                           \
+        for (; v + TA_VECS <= n_vec; v += TA_VECS) call(TA_VECS);                                            \
+        switch (n_vec - v) {                                                                                 \
+        case 3: call(3); break;                                                                              \
+        case 2: call(2); break;                                                                              \
+        case 1: call(1); break;                                                                              \
+        default: break;                                                                                      \
+        }                                                                                                    \
+    } while (0)
+
+/* The tile entry of a type: one vector or an over-long row goes to the decode dot kernel (vector by vector);
+ * otherwise each of the nr rows is decoded once and dotted with every vector. */
+#define TA_TILE(name, wtype, kind)                                                                           \
+    TA_TARGET void vec_dot_##name##_tile_avx2(OW_TILE_ARGS) {                                                \
+        const int64_t nb = n_cols / OW_QK;                                                                   \
+        const uint8_t *xb = x;                                                                               \
+        if (n_vec < 2 || nb > TA_MAX_BLOCKS) {                                                               \
+            for (int v = 0; v < n_vec; v++) {                                                                \
+                float s[OW_ROW_TILE];                                                                        \
+                vec_dot_##name##_avx2(n_cols, w, w_stride, nr, xb + (size_t)v * x_stride, s);                \
+                for (int i = 0; i < nr; i++) y[(int64_t)v * y_stride + i] = s[i];                            \
+            }                                                                                                \
+            return;                                                                                          \
+        }                                                                                                    \
+        ta_row rows[2];                                                                                      \
+        int r = 0;                                                                                           \
+        for (; r + 2 <= nr; r += 2) {   /* rows in pairs: each activation load serves both */                \
+            ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                       \
+            ta_decode_##wtype(w + (size_t)(r + 1) * w_stride, nb, &rows[1]);                                 \
+            TA_ALL_VECTORS(TA_PAIR_CALL_##kind);                                                             \
+        }                                                                                                    \
+        if (r < nr) {                                                                                        \
+            ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                       \
+            TA_ALL_VECTORS(TA_ROW_CALL_##kind);                                                              \
+        }                                                                                                    \
+    }
+#define TA_PAIR_CALL_signed(NV) \
+    ta_dots2_signed(&rows[0], &rows[1], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
+#define TA_ROW_CALL_signed(NV) \
+    ta_dots_signed(&rows[0], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
+#define TA_PAIR_CALL_min(NV) \
+    ta_dots2_min(&rows[0], &rows[1], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
+#define TA_ROW_CALL_min(NV) \
+    ta_dots_min(&rows[0], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
+
+TA_TILE(q8_0_q8_0, q8_0, signed)
+TA_TILE(q4_0_q8_0, q4_0, signed)
+TA_TILE(q5_0_q8_0, q5_0, signed)
+TA_TILE(q4_1_q8_1, q4_1, min)
+TA_TILE(q5_1_q8_1, q5_1, min)
+
+#endif
