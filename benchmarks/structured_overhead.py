@@ -66,7 +66,7 @@ def main() -> None:
         for name, (schema, background) in variants.items():
             Constraint.background_default = background
             speeds[name].append(run(model, args.n_gen, rep, ban, schema))
-    Constraint.background_default = False
+    Constraint.background_default = True   # back to the library's default
     us = mask_microseconds(model, args.n_gen)
     print(f"{args.model}, {args.threads} thread(s), tg{args.n_gen}, {args.reps} interleaved reps")
     for name, s in speeds.items():

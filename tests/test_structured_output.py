@@ -106,6 +106,8 @@ def test_generate_with_json_schema_validates_when_sampled(smol, seed):
 def test_the_background_mask_thread_changes_nothing_in_the_tokens(smol, monkeypatch):
     from onewell.structured.constraint import Constraint
 
+    assert Constraint.background_default is True   # the measured default (docs/structured-output.md)
+    monkeypatch.setattr(Constraint, "background_default", False)
     inline = smol.generate("Give an item as JSON.", chat=True, json_schema=ITEM, max_tokens=60, temperature=0.9,
                            seed=5)
     monkeypatch.setattr(Constraint, "background_default", True)

@@ -1,10 +1,10 @@
 """One generation's grammar state: masks the logits before sampling, follows the tokens chosen.
 
 Per-token cost on Qwen2.5's 151,936-token vocabulary: the mask is ~50 µs in llguidance plus ~0.1-0.3 ms of
-numpy to apply it, against ~12-25 ms for a decode step here. By default it is computed inline. With
-`background=True` the next mask is computed on a helper thread right after accept(), while the caller runs
-the native step of that token (both release the GIL); whether that pays on a given machine is what
-benchmarks/structured_overhead.py measures (docs/structured-output.md).
+numpy to apply it, against ~12-25 ms for a decode step here. By default (background=True) the next mask is
+computed on a helper thread right after accept(), while the caller runs the native step of that token (both
+release the GIL): measured by benchmarks/structured_overhead.py, it removed the ~8 % an inline mask cost
+(docs/structured-output.md, docs/perf-log.md entry 12). background=False computes it inline.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class ConstraintViolation(RuntimeError):
 
 
 class Constraint:
-    background_default = False  # what `background=None` means; the benchmark flips it to compare
+    background_default = True  # what `background=None` means; the benchmark sets it per variant
 
     def __init__(self, grammar: Grammar, tokenizer, background: bool | None = None):
         lib = llguidance()
