@@ -125,6 +125,16 @@ def test_fixed_replicas_become_deployment_settings():
     assert s["ray_actor_options"] == {"num_cpus": 2.0}
 
 
+def test_replicas_get_the_single_servers_keys_hosts_and_cache_sharing():
+    args, _ = parse("--replicas", "2", "--api-key", "a", "--api-key", "b", "--allowed-host", "lb.example",
+                    "--host", "10.0.0.5", "--share-prompt-cache")
+    o = options_from_args(args)
+    assert o.api_key == ("a", "b") and o.share_prompt_cache is True
+    assert o.allowed_hosts == ("lb.example", "10.0.0.5")   # the ingress passes clients' Host headers on
+    assert RayServeOptions(model="m", api_key="k").api_key == ("k",)   # one key, never its characters
+    assert RayServeOptions(model="m").api_key is None and RayServeOptions(model="m").allowed_hosts == ()
+
+
 def test_autoscaling_from_the_command_line_and_a_yaml_file(tmp_path):
     args, _ = parse("--min-replicas", "1", "--max-replicas", "4", "--target-ongoing-requests", "3")
     s = options_from_args(args).engine_deployment_settings()

@@ -108,6 +108,7 @@ class RayServeOptions:
     share_prompt_cache: bool = False
 
     def __post_init__(self):
+        object.__setattr__(self, "api_key", _keys(self.api_key))  # one key (a str) or several: always a tuple
         if self.replicas < 1:
             raise OnewellError(f"--replicas must be at least 1, got {self.replicas}")
         if self.parallel < 1 or self.queue < 0:
