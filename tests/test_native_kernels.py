@@ -239,6 +239,20 @@ def test_batched_matmul_equals_one_vector_at_a_time(wt, path):
                                           err_msg=f"{wt.name} {rows}x{cols} vector {v} of {n_vec} on {path}")
 
 
+@pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1], ids=lambda t: t.name)
+def test_rows_longer_than_the_scale_buffer(wt):
+    """The AVX2 decode kernels convert the activation scales once per call for rows up to 2,048 blocks and per
+    block beyond: both sides of that limit match the exact twin on every path."""
+    rng = np.random.default_rng(11 + int(wt))
+    for cols in (2048 * 32, 2049 * 32):
+        raw = random_weight(rng, wt, 3, cols)
+        x = rng.standard_normal((1, cols)).astype(np.float32)
+        exact, magnitude, _, _ = twin_product(raw, wt, 3, cols, x)
+        for path in PATHS:
+            check_within(nk.matmul(raw, wt, 3, cols, x, path), exact, EXACT_RTOL * magnitude,
+                         f"{wt.name} 3x{cols} on {path}")
+
+
 def test_row_range_and_strides_in_c_api():
     """_core.matmul writes exactly rows [r0, r1) of each output row, at y_stride apart."""
     rng = np.random.default_rng(11)
