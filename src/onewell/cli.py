@@ -245,10 +245,19 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
             ("feed-forward", f"{c.n_ff}"),
             ("context", f"{c.n_ctx_train} (trained)"),
             ("rope", f"{c.rope_style}, theta {c.rope_theta:g}"),
-            ("rms eps", f"{c.rms_eps:g}"),
-            ("tied embeddings", "yes" if c.tie_embeddings else "no"),
-            ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
         ]
+        if c.is_embedding:   # an encoder: vectors out, weights read once per forward step of many inputs
+            lines += [
+                ("kind", f"embedding model: bidirectional, {c.pooling} pooling, {c.n_embd}-value vectors"),
+                ("layernorm eps", f"{c.norm_eps:g}"),
+                ("bytes per step", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per forward step"),
+            ]
+        else:
+            lines += [
+                ("rms eps", f"{c.rms_eps:g}"),
+                ("tied embeddings", "yes" if c.tie_embeddings else "no"),
+                ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
+            ]
     return lines
 
 
