@@ -316,6 +316,10 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
 
     if (parse_named(tensors, model_fields, N_FIELDS(model_fields), (char *)&d, dims, h, "executor_create: tensors") < 0)
         goto done;
+    if (!d.bidirectional && (!d.output.data || !d.output_norm)) {   /* optional for encoders only */
+        PyErr_Format(PyExc_ValueError, "executor_create: tensors: '%s' is missing", d.output_norm ? "output" : "output_norm");
+        goto done;
+    }
     for (Py_ssize_t l = 0; l < d.n_layer; l++) {
         char where[64];
         snprintf(where, sizeof where, "executor_create: layer %zd", l);
@@ -323,6 +327,15 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
                         h, where) < 0)
             goto done;
         const ow_layer_desc *L = &layers[l];
+        /* a pre-norm layer needs its two RMSNorms; an encoder's post-norm layer its four LayerNorm vectors */
+        const char *missing = NULL;
+        if (!d.bidirectional) missing = !L->attn_norm ? "attn_norm" : !L->ffn_norm ? "ffn_norm" : NULL;
+        else missing = !L->attn_out_norm ? "attn_out_norm" : !L->attn_out_norm_b ? "attn_out_norm_b"
+                     : !L->layer_out_norm ? "layer_out_norm" : !L->layer_out_norm_b ? "layer_out_norm_b" : NULL;
+        if (missing) {
+            PyErr_Format(PyExc_ValueError, "%s: '%s' is missing", where, missing);
+            goto done;
+        }
         if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) {
             PyErr_Format(PyExc_ValueError, "%s: biases 'bq', 'bk', 'bv' must be all present or all absent", where);
             goto done;
