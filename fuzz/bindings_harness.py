@@ -122,6 +122,8 @@ CALLS: dict[str, tuple[int, Build]] = {
     "executor_forward_batch": (6, lambda c, v: (c.executor, i32_values(v[3:], v[0]), i32_values(v[4:], v[1]),
                                                 i32_values(v[5:], v[2]), f32(v[3]) if v[3] % 3 else None,
                                                 v[4])),
+    "executor_encode": (4, lambda c, v: (c.executor, i32_values(v, v[0]), i32_values(v[2:], v[1]), f32(v[3]))),
+    "layernorm": (7, lambda c, v: (f32(v[0]), f32(v[1]), f32(v[2]), f32(v[3]), v[4], v[5], 1e-5, v[6])),
     "executor_configure": (3, lambda c, v: (c.executor, _kpath(v[0]) if v[0] % 2 else None, v[1], v[2])),
     "executor_profile": (1, lambda c, v: (c.executor, v[0] % 2)),
     "dequantize_rows": (5, lambda c, v: (v[0], u8(v[1]), v[2], v[3], i32_values(v, v[4]), f32(v[4]))),

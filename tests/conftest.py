@@ -31,3 +31,8 @@ def qwen_q8_0_path() -> Path:
 @pytest.fixture(scope="session")
 def smollm_path() -> Path:
     return _model("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def nomic_embed_path() -> Path:
+    return _model("nomic-embed-text-v1.5")

@@ -238,3 +238,25 @@ def test_info_on_a_non_gguf_file_is_a_clean_error(tmp_path):
     assert result.returncode == 1
     assert "bogus.gguf" in result.stderr and "magic" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.model
+def test_embed_prints_one_normalized_vector_per_text(nomic_embed_path):
+    import json
+
+    import numpy as np
+
+    result = run_cli("embed", str(nomic_embed_path), "search_query: hello", "clustering: world",
+                     "--dimensions", "32", "--threads", "1")
+    assert result.returncode == 0, result.stderr
+    vectors = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(vectors) == 2 and all(len(v) == 32 for v in vectors)
+    assert all(abs(np.linalg.norm(v) - 1) < 1e-5 for v in vectors)
+
+
+@pytest.mark.model
+def test_embed_on_a_generative_model_and_run_on_an_embedding_model_fail_cleanly(smollm_path, nomic_embed_path):
+    result = run_cli("embed", str(smollm_path), "hello", "--threads", "1")
+    assert result.returncode == 1 and "generative model" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("run", str(nomic_embed_path), "hello", "--threads", "1")
+    assert result.returncode == 1 and "embedding model" in result.stderr and "Traceback" not in result.stderr

@@ -103,9 +103,9 @@ def test_qwen2_spec_has_biases_neox_rope_and_separate_output():
 def test_unknown_architecture_lists_the_supported_ones():
     reader = tiny_reader()
     reader.metadata["general.architecture"] = "mamba"
-    with pytest.raises(UnsupportedError, match="'mamba'.*gemma3, llama, phi3, qwen2, qwen3"):
+    with pytest.raises(UnsupportedError, match="'mamba'.*gemma3, llama, nomic-bert, phi3, qwen2, qwen3"):
         load_spec(reader)
-    assert supported_architectures() == ["gemma3", "llama", "phi3", "qwen2", "qwen3"]
+    assert supported_architectures() == ["gemma3", "llama", "nomic-bert", "phi3", "qwen2", "qwen3"]
 
 
 def test_missing_architecture_key_is_a_gguf_error():

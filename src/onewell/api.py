@@ -1,4 +1,4 @@
-"""The Python API: `onewell.load(model)` and `Model.generate` / `Model.chat`.
+"""The Python API: `onewell.load(model)` and `Model.generate` / `Model.chat` (or `Model.embed` for an embedding model).
 
     >>> import onewell
     >>> model = onewell.load("smollm2-135m-instruct")
@@ -13,6 +13,9 @@ import os
 from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
+import numpy as np
+
+from onewell.errors import WrongModelKindError
 from onewell.gguf import GGUFReader
 from onewell.models.base import ModelSpec
 from onewell.models.registry import load_spec
@@ -45,14 +48,20 @@ def load(
     reader = GGUFReader(path)
     spec = load_spec(reader)
     tokenizer = Tokenizer.from_metadata(reader.metadata)
+    if spec.config.is_embedding:   # an encoder: Model.embed, no KV cache, context = the model's (<= 2048)
+        from onewell.runtime.embedding import Embedder
+
+        embedder = Embedder(spec, tokenizer, backend=backend, threads=threads)
+        return Model(spec, tokenizer, None, path=Path(path), reader=reader, embedder=embedder)
     engine = create_backend(backend, spec, n_ctx=n_ctx, threads=threads)
     return Model(spec, tokenizer, engine, path=Path(path), reader=reader)
 
 
 class Model:
-    def __init__(self, spec: ModelSpec, tokenizer: Tokenizer, backend: Backend,
-                 path: Path | None = None, reader: GGUFReader | None = None):
+    def __init__(self, spec: ModelSpec, tokenizer: Tokenizer, backend: Backend | None,
+                 path: Path | None = None, reader: GGUFReader | None = None, embedder=None):
         self.spec = spec
+        self.embedder = embedder  # runtime/embedding.Embedder of an embedding model (backend is then None)
         self.tokenizer = tokenizer
         self.backend = backend
         self.path = path
@@ -64,7 +73,41 @@ class Model:
 
     @property
     def n_ctx(self) -> int:
-        return self.backend.n_ctx
+        return self.embedder.n_ctx if self.embedder is not None else self.backend.n_ctx
+
+    @property
+    def is_embedding(self) -> bool:
+        return self.embedder is not None
+
+    # --- embeddings ----------------------------------------------------------------------------------------
+
+    def embed(self, texts: str | Sequence[str], dimensions: int | None = None) -> np.ndarray:
+        """L2-normalized embeddings, (len(texts), n_embd) float32 (one text: one row). Texts are tokenized with
+        [CLS] ... [SEP]; nomic-embed wants its task prefixes ("search_query: ", "search_document: ", ...).
+        dimensions: keep the first d values and normalize again (Matryoshka). Many texts share forward steps."""
+        from onewell.runtime.embedding import truncate_dimensions
+
+        return truncate_dimensions(self._embedder().embed([texts] if isinstance(texts, str) else list(texts)),
+                                   dimensions)
+
+    def embed_ids(self, batch: Sequence[Sequence[int]], dimensions: int | None = None) -> np.ndarray:
+        """embed() for inputs already tokenized (used as given: no [CLS]/[SEP] added)."""
+        from onewell.runtime.embedding import truncate_dimensions
+
+        return truncate_dimensions(self._embedder().embed_ids(batch), dimensions)
+
+    def _embedder(self):
+        if self.embedder is None:
+            raise WrongModelKindError(f"{self.spec.metadata.get('general.name', self.spec.config.arch)} is a "
+                                      f"generative model (arch {self.spec.config.arch!r}); embed() needs an "
+                                      f"embedding model such as nomic-embed-text-v1.5")
+        return self.embedder
+
+    def _generative(self) -> None:
+        if self.embedder is not None:
+            raise WrongModelKindError(f"{self.spec.metadata.get('general.name', self.spec.config.arch)} is an "
+                                      f"embedding model (arch {self.spec.config.arch!r}): it makes vectors "
+                                      f"(Model.embed), not text")
 
     def __repr__(self) -> str:
         cfg = self.spec.config
@@ -83,6 +126,7 @@ class Model:
         {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}), grammar (Lark or
         GBNF text, or an onewell.structured.Grammar). logprobs=k: `last_logprobs` then holds, per generated
         token, its logprob and the k most likely alternatives."""
+        self._generative()
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, not {type(prompt).__name__}")
         options = dict(json_schema=json_schema, response_format=response_format, grammar=grammar,
@@ -99,6 +143,7 @@ class Model:
         """Reply to a conversation [{"role": "user", "content": ...}, ...] rendered by the model's template.
         `tools` (OpenAI's [{"type": "function", "function": {...}}]) are rendered into the prompt by the
         template; onewell.structured.tool_calls.parse_tool_calls reads the calls out of the reply. Other keywords as generate()."""
+        self._generative()
         ids = self.tokenize_chat(messages, tools=tools)
         return self._run(ids, max_tokens, stream, stop, sampling, json_schema=json_schema,
                          response_format=response_format, grammar=grammar, logprobs=logprobs)

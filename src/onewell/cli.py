@@ -161,6 +161,17 @@ def _constraint_options(args: argparse.Namespace) -> dict[str, Any]:
         raise structured.GrammarError(f"{path}: {e}") from None
 
 
+def cmd_embed(args: argparse.Namespace) -> int:
+    import json
+
+    load = _engine("onewell.api", "load", "embed")
+    texts = [sys.stdin.read() if t == "-" else t for t in args.texts]
+    model = load(args.model, backend=args.backend, threads=args.threads)
+    for row in model.embed(texts, dimensions=args.dimensions):
+        print(json.dumps([round(float(v), 7) for v in row]))
+    return 0
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     """Terminal chat with history; Ctrl-C stops the current reply, Ctrl-D (or /exit) leaves."""
     load = _engine("onewell.api", "load", "chat")
@@ -234,10 +245,19 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
             ("feed-forward", f"{c.n_ff}"),
             ("context", f"{c.n_ctx_train} (trained)"),
             ("rope", f"{c.rope_style}, theta {c.rope_theta:g}"),
-            ("rms eps", f"{c.rms_eps:g}"),
-            ("tied embeddings", "yes" if c.tie_embeddings else "no"),
-            ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
         ]
+        if c.is_embedding:   # an encoder: vectors out, weights read once per forward step of many inputs
+            lines += [
+                ("kind", f"embedding model: bidirectional, {c.pooling} pooling, {c.n_embd}-value vectors"),
+                ("layernorm eps", f"{c.norm_eps:g}"),
+                ("bytes per step", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per forward step"),
+            ]
+        else:
+            lines += [
+                ("rms eps", f"{c.rms_eps:g}"),
+                ("tied embeddings", "yes" if c.tie_embeddings else "no"),
+                ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
+            ]
     return lines
 
 
@@ -282,6 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_options(p)
     _add_engine_options(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("embed", help="embedding vectors of texts (an embedding model, e.g. nomic-embed-text-v1.5)")
+    p.add_argument("model", help="registry name or path to a .gguf file")
+    p.add_argument("texts", nargs="+", metavar="TEXT", help="texts to embed, one vector each ('-' reads stdin)")
+    p.add_argument("--dimensions", type=positive_int, default=None,
+                   help="keep the first D values and normalize again (Matryoshka)")
+    _add_engine_options(p)
+    p.set_defaults(func=cmd_embed)
 
     p = sub.add_parser("chat", help="interactive chat in the terminal")
     p.add_argument("model", help="registry name or path to a .gguf file")

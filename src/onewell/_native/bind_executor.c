@@ -13,6 +13,7 @@
 #include "kernels/matvec.h"
 #include "kernels/type_traits.h"
 #include "ops.h"
+#include "ops_layernorm.h"
 
 #define CAPSULE_NAME "onewell.executor"
 
@@ -74,20 +75,27 @@ static const field config_fields[] = {
     {"attn_scale", M(attn_scale), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
     {"attn_softcap", M(attn_softcap), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
     {"final_softcap", M(final_softcap), F_F32, D_NONE, D_NONE, 0, 0, 1e30},
+    {"bidirectional", M(bidirectional), F_INT, D_NONE, D_NONE, 0, 0, 1},
+    {"norm_eps", M(norm_eps), F_F32, D_NONE, D_NONE, 0, 0, 1},
 };
 static const field model_fields[] = {
     {"token_embd", M(token_embd), F_MATRIX, D_VOCAB, D_EMBD, 1, 0, 0},
-    {"output", M(output), F_MATRIX, D_VOCAB, D_EMBD, 1, 0, 0},
-    {"output_norm", M(output_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+    /* required unless the model is an encoder (checked in ow_executor_create: desc_ok) */
+    {"output", M(output), F_MATRIX, D_VOCAB, D_EMBD, 0, 0, 0},
+    {"output_norm", M(output_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
     {"rope_freqs", M(rope_freqs), F_VECTOR, D_ROT_PAIRS, D_NONE, 0, 0, 0},
+    {"embd_type_row", M(embd_type_row), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"embd_norm", M(embd_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"embd_norm_b", M(embd_norm_b), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
 };
 static const field layer_fields[] = {
-    {"attn_norm", L(attn_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+    /* attn_norm, ffn_norm: required in a pre-norm layer, absent in a post-norm one (desc_ok checks which) */
+    {"attn_norm", L(attn_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
     {"wq", L(wq), F_MATRIX, D_Q, D_EMBD, 1, 0, 0},
     {"wk", L(wk), F_MATRIX, D_KV, D_EMBD, 1, 0, 0},
     {"wv", L(wv), F_MATRIX, D_KV, D_EMBD, 1, 0, 0},
     {"wo", L(wo), F_MATRIX, D_EMBD, D_Q, 1, 0, 0},
-    {"ffn_norm", L(ffn_norm), F_VECTOR, D_EMBD, D_NONE, 1, 0, 0},
+    {"ffn_norm", L(ffn_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
     {"w_gate", L(w_gate), F_MATRIX, D_FF, D_EMBD, 1, 0, 0},
     {"w_up", L(w_up), F_MATRIX, D_FF, D_EMBD, 1, 0, 0},
     {"w_down", L(w_down), F_MATRIX, D_EMBD, D_FF, 1, 0, 0},
@@ -98,6 +106,10 @@ static const field layer_fields[] = {
     {"k_norm", L(k_norm), F_VECTOR, D_HEAD, D_NONE, 0, 0, 0},
     {"attn_post_norm", L(attn_post_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
     {"ffn_post_norm", L(ffn_post_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"attn_out_norm", L(attn_out_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"attn_out_norm_b", L(attn_out_norm_b), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"layer_out_norm", L(layer_out_norm), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
+    {"layer_out_norm_b", L(layer_out_norm_b), F_VECTOR, D_EMBD, D_NONE, 0, 0, 0},
     {"rope_theta", L(rope_theta), F_F32, D_NONE, D_NONE, 1, 1e-30, 1e30},
     {"sliding_window", L(sliding_window), F_INT, D_NONE, D_NONE, 0, 0, BIG},
 };
@@ -304,6 +316,10 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
 
     if (parse_named(tensors, model_fields, N_FIELDS(model_fields), (char *)&d, dims, h, "executor_create: tensors") < 0)
         goto done;
+    if (!d.bidirectional && (!d.output.data || !d.output_norm)) {   /* optional for encoders only */
+        PyErr_Format(PyExc_ValueError, "executor_create: tensors: '%s' is missing", d.output_norm ? "output" : "output_norm");
+        goto done;
+    }
     for (Py_ssize_t l = 0; l < d.n_layer; l++) {
         char where[64];
         snprintf(where, sizeof where, "executor_create: layer %zd", l);
@@ -311,6 +327,15 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
                         h, where) < 0)
             goto done;
         const ow_layer_desc *L = &layers[l];
+        /* a pre-norm layer needs its two RMSNorms; an encoder's post-norm layer its four LayerNorm vectors */
+        const char *missing = NULL;
+        if (!d.bidirectional) missing = !L->attn_norm ? "attn_norm" : !L->ffn_norm ? "ffn_norm" : NULL;
+        else missing = !L->attn_out_norm ? "attn_out_norm" : !L->attn_out_norm_b ? "attn_out_norm_b"
+                     : !L->layer_out_norm ? "layer_out_norm" : !L->layer_out_norm_b ? "layer_out_norm_b" : NULL;
+        if (missing) {
+            PyErr_Format(PyExc_ValueError, "%s: '%s' is missing", where, missing);
+            goto done;
+        }
         if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) {
             PyErr_Format(PyExc_ValueError, "%s: biases 'bq', 'bk', 'bv' must be all present or all absent", where);
             goto done;
@@ -453,6 +478,77 @@ done:
     return result;
 }
 
+/* executor_encode(capsule, tokens (int32 buffer), seq_lens (int32 buffer), hidden (float32 buffer of
+ * len(tokens) x n_embd)) -> 0: sequences back to back, each attending to itself only (an encoder step). */
+static PyObject *py_executor_encode(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *capsule;
+    Py_buffer tokens = {0}, lens = {0}, hidden = {0};
+    if (!PyArg_ParseTuple(args, "Oy*y*w*", &capsule, &tokens, &lens, &hidden)) return NULL;
+    PyObject *result = NULL;
+    holder *h = get_holder(capsule);
+    if (!h) goto done;
+    const int n = int32_count(&tokens, "tokens"), n_seqs = n < 0 ? -1 : int32_count(&lens, "seq_lens");
+    if (n < 0 || n_seqs < 0) goto done;
+    int64_t total = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        const int32_t len = ((const int32_t *)lens.buf)[s];
+        if (len < 1) { PyErr_SetString(PyExc_ValueError, "executor_encode: every sequence length must be >= 1"); goto done; }
+        total += len;
+    }
+    if (total != n) {
+        PyErr_Format(PyExc_ValueError, "executor_encode: sequence lengths add up to %lld, tokens has %d",
+                     (long long)total, n);
+        goto done;
+    }
+    const int64_t bytes = ow_size_mul(ow_size_mul(n, ow_executor_n_embd(h->ex)), sizeof(float));
+    if (bytes < 0 || hidden.len != bytes || (uintptr_t)hidden.buf % sizeof(float)) {
+        PyErr_Format(PyExc_ValueError, "executor_encode: hidden must be %lld aligned bytes (len(tokens) x n_embd float32)",
+                     (long long)bytes);
+        goto done;
+    }
+    int64_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = ow_executor_encode(h->ex, tokens.buf, lens.buf, n_seqs, hidden.buf);
+    Py_END_ALLOW_THREADS
+    result = step_result(status);
+done:
+    PyBuffer_Release(&tokens);
+    PyBuffer_Release(&lens);
+    PyBuffer_Release(&hidden);
+    return result;
+}
+
+/* layernorm(out, x, w, b, n_rows, dim, eps, path): the encoder's LayerNorm (ops_layernorm.h) on path 0 =
+ * generic, 1 = avx2 (falls back to generic without AVX2); w and b are float32 buffers of dim values. */
+static PyObject *py_layernorm(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer out = {0}, x = {0}, w = {0}, b = {0};
+    long long rows, dim;
+    float eps;
+    int path;
+    if (!PyArg_ParseTuple(args, "w*y*y*y*LLfi", &out, &x, &w, &b, &rows, &dim, &eps, &path)) return NULL;
+    PyObject *result = NULL;
+    const int64_t total = ow_size_mul(rows, dim);
+    if (dim < 1 || rows < 1 || total < 0 || (path != 0 && path != 1)) {
+        PyErr_SetString(PyExc_ValueError, "layernorm: bad shape or path");
+        goto done;
+    }
+    if (ow_need(&out, total, 4, "out") < 0 || ow_need(&x, total, 4, "x") < 0 || ow_need(&w, dim, 4, "w") < 0 ||
+        ow_need(&b, dim, 4, "b") < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    ow_layernorm_f32_path(out.buf, x.buf, w.buf, b.buf, rows, dim, eps, path);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&w);
+    PyBuffer_Release(&b);
+    return result;
+}
+
 static int parse_kpath(const char *name, int *out) {
     for (int p = 0; p < OW_KPATH_COUNT; p++) {
         if (strcmp(name, ow_kpath_name((ow_kpath)p))) continue;
@@ -573,6 +669,10 @@ PyMethodDef ow_executor_methods[] = {
      "executor_forward_batch(executor, tokens_int32, seq_ids_int32, positions_int32, logits_or_None, mode) -> 0"},
     {"executor_forward", py_executor_forward, METH_VARARGS,
      "executor_forward(executor, tokens_int32, pos0, logits_or_None, mode) -> 0 or the greedy token id"},
+    {"layernorm", py_layernorm, METH_VARARGS,
+     "layernorm(out, x, w, b, n_rows, dim, eps, path 0 generic | 1 avx2): LayerNorm with bias"},
+    {"executor_encode", py_executor_encode, METH_VARARGS,
+     "executor_encode(executor, tokens_int32, seq_lens_int32, hidden_float32) -> 0: an encoder step"},
     {"executor_configure", py_executor_configure, METH_VARARGS,
      "executor_configure(executor, kpath_or_None, chunk_rows_or_0, profile_or_-1)"},
     {"executor_info", py_executor_info, METH_O, "executor_info(executor) -> dict"},

@@ -1,6 +1,7 @@
 /* The executor's life cycle and the forward step (the order of the jobs in executor_jobs.c). */
 #define _POSIX_C_SOURCE 200809L  /* clock_gettime under -std=c11 */
 #include "executor_internal.h"
+#include "ops_layernorm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static int matrix_ok(const ow_matrix *m, int64_t rows, int64_t cols) {
 }
 
 static int desc_ok(const ow_model_desc *d) {
-    if (!d || !d->layers || !d->output_norm) return 0;
+    if (!d || !d->layers) return 0;
     if (d->n_vocab < 1 || d->n_embd < 1 || d->n_layer < 1 || d->n_head < 1 || d->n_head_kv < 1 || d->head_dim < 2 ||
         d->n_ff < 1 || d->n_head % d->n_head_kv || d->head_dim % 2 || !(d->rms_eps > 0) ||
         (d->rope_style != OW_ROPE_NORMAL && d->rope_style != OW_ROPE_NEOX))
@@ -35,7 +36,12 @@ static int desc_ok(const ow_model_desc *d) {
         (d->activation != OW_ACT_SILU && d->activation != OW_ACT_GELU_TANH) || !(d->embd_scale >= 0) ||
         !(d->attn_scale >= 0) || !(d->attn_softcap >= 0) || !(d->final_softcap >= 0))
         return 0;
-    if (!matrix_ok(&d->output, d->n_vocab, d->n_embd)) return 0;
+    if (d->bidirectional != 0 && d->bidirectional != 1) return 0;
+    if (!d->bidirectional && !d->output_norm) return 0;
+    /* an encoder needs no output projection (ow_executor_encode returns hidden states) */
+    if ((!d->bidirectional || d->output.data) && !matrix_ok(&d->output, d->n_vocab, d->n_embd)) return 0;
+    if ((d->embd_norm == NULL) != (d->embd_norm_b == NULL) || ((d->embd_norm || d->bidirectional) && !(d->norm_eps > 0)))
+        return 0;
     const ow_matrix *te = &d->token_embd;
     /* the gather dequantizes rows of ggml types; a repacked table would gain nothing (one row per token) */
     if (!te->data || te->rows != d->n_vocab || te->cols != d->n_embd || !ow_wtype_supported(te->type) ||
@@ -47,7 +53,14 @@ static int desc_ok(const ow_model_desc *d) {
     const int64_t nq = d->n_head * d->head_dim, nkv = d->n_head_kv * d->head_dim;
     for (int64_t l = 0; l < d->n_layer; l++) {
         const ow_layer_desc *L = &d->layers[l];
-        if (!L->attn_norm || !L->ffn_norm || !(L->rope_theta > 0) || L->sliding_window < 0) return 0;
+        /* pre-norm (RMSNorm before attention and FFN) or post-norm (LayerNorm after each residual add) */
+        const int post = L->attn_out_norm != NULL;
+        if (post ? (L->attn_norm || L->ffn_norm || !L->attn_out_norm_b || !L->layer_out_norm || !L->layer_out_norm_b ||
+                    !(d->norm_eps > 0) || L->attn_post_norm || L->ffn_post_norm)
+                 : (!L->attn_norm || !L->ffn_norm || L->attn_out_norm_b || L->layer_out_norm || L->layer_out_norm_b))
+            return 0;
+        if (post != d->bidirectional) return 0;   /* encoder layers run only in ow_executor_encode, and only them */
+        if (!(L->rope_theta > 0) || L->sliding_window < 0) return 0;
         if ((L->bq == NULL) != (L->bk == NULL) || (L->bq == NULL) != (L->bv == NULL)) return 0;
         if (!matrix_ok(&L->wq, nq, d->n_embd) || !matrix_ok(&L->wk, nkv, d->n_embd) ||
             !matrix_ok(&L->wv, nkv, d->n_embd) || !matrix_ok(&L->wo, d->n_embd, nq) ||
@@ -125,6 +138,7 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
         B * ne * F, B * ne * F, B * nq * F, B * nq * F, B * ne * F, B * 2 * nff * F, B * nff * F,
         B * (size_t)desc->head_dim * F, B * sizeof(int32_t), (size_t)n_threads * (size_t)n_ctx * F,
         (size_t)desc->n_vocab * F, B * sizeof(int32_t), B * (size_t)ex->n_kv * F, B * (size_t)ex->n_kv * F,
+        B * sizeof(int32_t),
     };
     size_t total = OW_ACT_SLOTS * aligned(ex->xq_slot_bytes);
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += aligned(sizes[i]);
@@ -146,6 +160,7 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
     ex->seq = carve(&cur, sizes[11]);
     ex->k_new = carve(&cur, sizes[12]);
     ex->v_new = carve(&cur, sizes[13]);
+    ex->span_len = carve(&cur, sizes[14]);
     for (int s = 0; s < OW_ACT_SLOTS; s++) ex->xq[s] = carve(&cur, ex->xq_slot_bytes);
 
     ex->pool = ow_pool_create(n_threads);
@@ -175,6 +190,7 @@ int ow_executor_n_ctx(const ow_executor *ex) { return ex->n_ctx; }
 int ow_executor_max_batch(const ow_executor *ex) { return ex->max_batch; }
 int ow_executor_n_seq(const ow_executor *ex) { return ex->n_seq; }
 int64_t ow_executor_n_vocab(const ow_executor *ex) { return ex->d.n_vocab; }
+int64_t ow_executor_n_embd(const ow_executor *ex) { return ex->d.n_embd; }
 
 void ow_executor_set_profile(ow_executor *ex, int on) { ex->profile = on != 0; }
 void ow_executor_profile(const ow_executor *ex, ow_exec_profile *out) { *out = ex->prof; }
@@ -239,6 +255,8 @@ static void embed(ow_executor *ex, const int32_t *tokens, int n) {
         ow_dequantize_row(te->type, te->data + (size_t)tokens[t] * te->row_bytes, x, ne);
         if (scale > 0 && scale != 1.0f)
             for (int64_t i = 0; i < ne; i++) x[i] *= scale;
+        if (ex->d.embd_type_row) ow_add_f32(x, x, ex->d.embd_type_row, ne);
+        if (ex->d.embd_norm) ow_layernorm_f32(x, x, ex->d.embd_norm, ex->d.embd_norm_b, 1, ne, ex->d.norm_eps);
     }
 }
 
@@ -256,6 +274,10 @@ static void layer_step(ow_executor *ex, int l, int n) {
     const int64_t ne = ex->d.n_embd;
     ow_act_view v[3];
     rope_table_for(ex, L, l, n);
+    if (L->attn_out_norm) {   /* post-norm (BERT) layer: executor_encoder.c */
+        ow_exec_encoder_layer(ex, l, n);
+        return;
+    }
 
     const ow_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
     ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->attn_norm, qkv, 3, v);
@@ -319,6 +341,7 @@ static int64_t run_step(ow_executor *ex, const int32_t *tokens, int n, float *lo
 
 int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n, int pos0, float *logits, int mode) {
     if (!ex) return OW_EXEC_EARG;
+    if (ex->d.bidirectional) return OW_EXEC_EARG;   /* an encoder runs ow_executor_encode */
     const int status = check_step(ex, tokens, n, pos0, logits, mode);
     if (status != OW_EXEC_OK) return status;
     if (atomic_exchange(&ex->busy, 1)) return OW_EXEC_EBUSY;
@@ -334,12 +357,38 @@ int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n, int p
 int64_t ow_executor_forward_batch(ow_executor *ex, const int32_t *tokens, const int32_t *seq_ids,
                                   const int32_t *positions, int n, float *logits, int mode) {
     if (!ex) return OW_EXEC_EARG;
+    if (ex->d.bidirectional) return OW_EXEC_EARG;
     const int status = check_batch(ex, tokens, seq_ids, positions, n, logits, mode);
     if (status != OW_EXEC_OK) return status;
     if (atomic_exchange(&ex->busy, 1)) return OW_EXEC_EBUSY;
     memcpy(ex->pos, positions, (size_t)n * sizeof *positions);
     memcpy(ex->seq, seq_ids, (size_t)n * sizeof *seq_ids);
     const int64_t result = run_step(ex, tokens, n, logits, mode);
+    atomic_store(&ex->busy, 0);
+    return result;
+}
+
+int64_t ow_executor_encode(ow_executor *ex, const int32_t *tokens, const int32_t *seq_lens, int n_seqs,
+                           float *hidden) {
+    if (!ex || !tokens || !seq_lens || !hidden || n_seqs < 1 || !ex->d.bidirectional) return OW_EXEC_EARG;
+    int64_t n = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        if (seq_lens[s] < 1) return OW_EXEC_EARG;
+        n += seq_lens[s];
+        if (n > ex->max_batch) return OW_EXEC_EBATCH;   /* max_batch <= n_ctx: every sequence fits the scratch */
+    }
+    for (int64_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= ex->d.n_vocab) return OW_EXEC_ETOKEN;
+    if (atomic_exchange(&ex->busy, 1)) return OW_EXEC_EBUSY;
+    int64_t t = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int32_t p = 0; p < seq_lens[s]; p++, t++) {
+            ex->pos[t] = p;
+            ex->seq[t] = s;
+            ex->span_len[t] = seq_lens[s];
+        }
+    const int64_t result = run_step(ex, tokens, (int)n, NULL, OW_LOGITS_NONE);
+    memcpy(hidden, ex->x, (size_t)n * (size_t)ex->d.n_embd * sizeof(float));
     atomic_store(&ex->busy, 0);
     return result;
 }

@@ -33,6 +33,9 @@ typedef struct {
     const float *q_norm, *k_norm;       /* [head_dim] RMSNorm of each query / key head before RoPE, or NULL */
     const float *attn_post_norm;        /* [n_embd] RMSNorm of the attention output before its residual add, or NULL */
     const float *ffn_post_norm;         /* [n_embd] the same for the FFN output, or NULL */
+    /* Post-norm (BERT) layer when attn_out_norm is set: attn_norm and ffn_norm are then NULL and the layer is
+     * x = LayerNorm(x + wo(attention(x))) (attn_out_norm, _b), then x = LayerNorm(x + ffn(x)) (layer_out_norm, _b). */
+    const float *attn_out_norm, *attn_out_norm_b, *layer_out_norm, *layer_out_norm_b;  /* [n_embd] each, or NULL */
     ow_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
     float rope_theta;                   /* this layer's RoPE base */
     int sliding_window;                 /* 0: full attention; else position p sees j with p - j < sliding_window */
@@ -54,6 +57,12 @@ typedef struct {
     const float *output_norm;       /* [n_embd] */
     const float *rope_freqs;        /* [n_rot/2] RoPE frequency factors (angle i divided by it), or NULL */
     const ow_layer_desc *layers;    /* [n_layer], copied by ow_executor_create */
+    /* encoders (ow_executor_encode) */
+    int bidirectional;              /* 1: every token attends to its whole sequence; only ow_executor_encode runs,
+                                       output and output_norm may be absent (forward refuses with OW_EXEC_EARG) */
+    float norm_eps;                 /* LayerNorm epsilon (the embedding norm, post-norm layers) */
+    const float *embd_type_row;     /* [n_embd] added to every token embedding (BERT token type 0), or NULL */
+    const float *embd_norm, *embd_norm_b;  /* [n_embd] LayerNorm of the embeddings, or NULL */
 } ow_model_desc;
 
 typedef enum {
@@ -121,6 +130,14 @@ int64_t ow_executor_forward(ow_executor *ex, const int32_t *tokens, int n_tokens
 int64_t ow_executor_forward_batch(ow_executor *ex, const int32_t *tokens, const int32_t *seq_ids,
                                   const int32_t *positions, int n_tokens, float *logits, int logits_mode);
 
+/* Encoder step (desc->bidirectional): n_seqs sequences back to back in tokens, sequence i of seq_lens[i] tokens
+ * at positions 0..seq_lens[i]-1, each attending to all of its own tokens and none of the others (a block-diagonal
+ * mask; K and V come from the step's own buffers, nothing is cached). The sum of seq_lens must be <= max_batch.
+ * hidden receives the last layer's output of every token: sum(seq_lens) x n_embd floats (pooling is the
+ * caller's). Returns OW_EXEC_OK or a negative ow_exec_status. */
+int64_t ow_executor_encode(ow_executor *ex, const int32_t *tokens, const int32_t *seq_lens, int n_seqs,
+                           float *hidden);
+
 /* Kernel path (ow_kpath) of the matmuls; default ow_kpath_for_isa(ow_isa_best()). -1 if unavailable here. */
 int ow_executor_set_kpath(ow_executor *ex, int kpath);
 int ow_executor_kpath(const ow_executor *ex);
@@ -132,6 +149,7 @@ int ow_executor_n_ctx(const ow_executor *ex);
 int ow_executor_max_batch(const ow_executor *ex);
 int ow_executor_n_seq(const ow_executor *ex);
 int64_t ow_executor_n_vocab(const ow_executor *ex);
+int64_t ow_executor_n_embd(const ow_executor *ex);
 
 void ow_executor_set_profile(ow_executor *ex, int on);
 void ow_executor_profile(const ow_executor *ex, ow_exec_profile *out);

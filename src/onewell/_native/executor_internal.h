@@ -51,6 +51,7 @@ struct ow_executor {
     float *rope_cs;    /* [B][n_rot] cos/sin pairs of the step's positions */
     int32_t *pos;      /* [B] position of each token of the step */
     int32_t *seq;      /* [B] sequence of each token of the step */
+    int32_t *span_len; /* [B] encoder steps: token count of each token's sequence (it starts at t - pos[t]) */
     float *k_new;      /* [B][n_kv] keys of the step before they are stored at (seq, pos) */
     float *v_new;      /* [B][n_kv] values, likewise */
     float *scores;     /* [n_threads][n_ctx] attention scratch per worker */
@@ -105,5 +106,12 @@ void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in
 void ow_exec_gate_up(ow_executor *ex, const ow_matrix *gate, const ow_matrix *up, const ow_act_view views[2], int n);
 /* y[t*y_stride + r] = output @ input[t] for the vocab rows r (soft-capped when d.final_softcap > 0). */
 void ow_exec_output(ow_executor *ex, ow_act_view in, int n, float *y, int64_t y_stride);
+
+/* --- encoders (executor_encoder.c) ----------------------------------------------------------------------- */
+
+/* A post-norm (BERT) layer, once the RoPE table holds the step's positions: see ow_layer_desc. */
+void ow_exec_encoder_layer(ow_executor *ex, int layer, int n);
+/* x[t] = LayerNorm(x[t]) * w + b for the step's n tokens, one job over the tokens. */
+void ow_exec_layernorm(ow_executor *ex, int n, const float *w, const float *b);
 
 #endif

@@ -138,7 +138,7 @@ static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
             if (head_norm) ow_rmsnorm_f32(row, row, head_norm, h1 - h0, hd, ex->d.rms_eps);
             if (seg != 2)
                 ow_rope_apply_f32(row, ex->rope_cs + t * n_rot, 1, h1 - h0, hd, n_rot, (ow_rope_style)ex->d.rope_style);
-            if (seg != 0) {
+            if (seg != 0 && !ex->d.bidirectional) {   /* an encoder's attention reads k_new / v_new */
                 float *dst = cache + ow_cache_offset(ex, ex->seq[t], j->layer) + (size_t)ex->pos[t] * (size_t)ex->n_kv;
                 memcpy(dst + r0, row, (size_t)(r1 - r0) * sizeof(float));
             }

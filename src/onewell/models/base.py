@@ -31,6 +31,7 @@ class Weight:
 
 
 ACTIVATIONS = ("silu", "gelu_tanh")   # gated FFN: SwiGLU, GeGLU (tanh-approximated GELU)
+POOLINGS = ("none", "mean")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,14 @@ class ModelConfig:
     final_logit_softcap: float = 0.0       # 0 = off; else logits = c * tanh(logits / c)
     n_rot: int = 0                         # 0 = head_dim; else RoPE rotates only the first n_rot dims of a head
     causal: bool = True                    # False: bidirectional attention (encoders)
+    # encoders (BERT family): the embedding model's output is a pooled hidden state, not logits
+    pooling: str = "none"                  # "none" (a generative model) | "mean" (an embedding model)
+    norm_eps: float = 0.0                  # LayerNorm epsilon (embedding norm, post-norm layers); 0 = unused
+
+    @property
+    def is_embedding(self) -> bool:
+        """An encoder whose result is one vector per input (pooled), with no vocabulary projection."""
+        return self.pooling != "none"
 
     @property
     def rope_dims(self) -> int:
@@ -65,6 +74,10 @@ class ModelConfig:
 
 # Roles of a layer's tensors. Optional ones switch a feature on by being present.
 LAYER_REQUIRED = ("attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w_gate", "w_up", "w_down")
+# A post-norm (BERT) layer: no norms before attention / FFN; LayerNorms (weight, bias) after each residual add:
+# x = LN(x + wo(attn(x))) with attn_out_norm(_b), then x = LN(x + ffn(x)) with layer_out_norm(_b).
+LAYER_REQUIRED_POST_NORM = ("wq", "wk", "wv", "wo", "attn_out_norm", "attn_out_norm_b", "w_gate", "w_up", "w_down",
+                            "layer_out_norm", "layer_out_norm_b")
 LAYER_OPTIONAL = (
     "bq", "bk", "bv",                    # q/k/v biases, all or none (Qwen2)
     "q_norm", "k_norm",                  # [head_dim] RMSNorm of each query / key head before RoPE (Qwen3, Gemma 3)
@@ -72,6 +85,10 @@ LAYER_OPTIONAL = (
 )
 MODEL_REQUIRED = ("token_embd", "output_norm", "output")
 MODEL_OPTIONAL = ("rope_freqs",)         # [n_rot/2] RoPE frequency factors (Llama 3.x): frequency i is divided by it
+# An embedding model (config.is_embedding): no output norm or projection; its embeddings may get token type 0's
+# row added (token_types: [n_types, n_embd], BERT's "sentence A") and a LayerNorm (embd_norm, embd_norm_b).
+MODEL_REQUIRED_ENCODER = ("token_embd",)
+MODEL_OPTIONAL_ENCODER = ("token_types", "embd_norm", "embd_norm_b", "rope_freqs")
 
 
 def _check_roles(what: str, tensors: dict, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
@@ -93,7 +110,14 @@ class LayerSpec:
 
     def __post_init__(self):
         object.__setattr__(self, "tensors", {k: v for k, v in self.tensors.items() if v is not None})
-        _check_roles("layer", self.tensors, LAYER_REQUIRED, LAYER_OPTIONAL)
+        if self.post_norm:
+            _check_roles("post-norm layer", self.tensors, LAYER_REQUIRED_POST_NORM, ())
+        else:
+            _check_roles("layer", self.tensors, LAYER_REQUIRED, LAYER_OPTIONAL)
+
+    @property
+    def post_norm(self) -> bool:
+        return "attn_out_norm" in self.tensors
 
     def __getitem__(self, role: str) -> Weight:
         return self.tensors[role]
@@ -115,7 +139,10 @@ class ModelSpec:
 
     def __post_init__(self):
         object.__setattr__(self, "tensors", {k: v for k, v in self.tensors.items() if v is not None})
-        _check_roles("model", self.tensors, MODEL_REQUIRED, MODEL_OPTIONAL)
+        if self.config.is_embedding:
+            _check_roles("embedding model", self.tensors, MODEL_REQUIRED_ENCODER, MODEL_OPTIONAL_ENCODER)
+        else:
+            _check_roles("model", self.tensors, MODEL_REQUIRED, MODEL_OPTIONAL)
 
     @property
     def token_embd(self) -> Weight:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from onewell.errors import GGUFError, UnsupportedError
-from onewell.models import gemma3, llama, phi3, qwen2, qwen3
+from onewell.models import gemma3, llama, nomic_bert, phi3, qwen2, qwen3
 from onewell.models.base import ModelSpec
 
 ARCHITECTURES: dict[str, Callable[[Any], ModelSpec]] = {
@@ -16,6 +16,7 @@ ARCHITECTURES: dict[str, Callable[[Any], ModelSpec]] = {
     gemma3.ARCHITECTURE: gemma3.build_spec,
     qwen3.ARCHITECTURE: qwen3.build_spec,
     phi3.ARCHITECTURE: phi3.build_spec,
+    nomic_bert.ARCHITECTURE: nomic_bert.build_spec,   # an encoder: embeddings, not text
 }
 
 

@@ -2,6 +2,7 @@
 
     ThreadPool(n_threads)                        persistent workers (n_threads counts the caller); .close()
     rmsnorm(x, w, eps, out=None)                 x: (dim,) or (rows, dim)
+    layernorm(x, w, b, eps, path="avx2")         LayerNorm with bias (encoders), on the generic or AVX2 kernel
     rope_table(pos, n_rot, freq_base)            -> (n_tok, n_rot/2, 2) float32 {cos, sin}
     rope(x, pos, freq_base, style, n_rot=None)   in place on x: (n_tok, n_head, head_dim) or (n_head, head_dim)
     rope_apply(x, table, style)                  the same with a table from rope_table
@@ -174,6 +175,27 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float, out: np.ndarray | None = N
     out = _out("out", out, x.shape)
     rows = 1 if x.ndim == 1 else x.shape[0]
     _core.rmsnorm(out, x, w, rows, dim, float(eps))
+    return out
+
+
+LAYERNORM_PATHS = {"generic": 0, "avx2": 1}
+
+
+def layernorm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float, path: str = "avx2",
+              out: np.ndarray | None = None) -> np.ndarray:
+    """LayerNorm with bias of x (dim,) or (rows, dim) on one kernel path ("generic" or "avx2"; avx2 runs the
+    generic kernel on a CPU without AVX2)."""
+    x = _f32("x", x, (1, 2))
+    w, b = _f32("w", w), _f32("b", b)
+    dim = x.shape[-1]
+    if dim == 0 or w.shape != (dim,) or b.shape != (dim,):
+        raise ValueError(f"w and b must have shape ({dim},) matching x's last dimension (> 0), got {w.shape}, {b.shape}")
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
+    if path not in LAYERNORM_PATHS:
+        raise ValueError(f"path must be one of {', '.join(LAYERNORM_PATHS)}, got {path!r}")
+    out = _out("out", out, x.shape)
+    _core.layernorm(out, x, w, b, 1 if x.ndim == 1 else x.shape[0], dim, float(eps), LAYERNORM_PATHS[path])
     return out
 
 

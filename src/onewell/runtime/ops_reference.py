@@ -4,6 +4,7 @@ Inputs and outputs are float32 like the C ops; where a reduction is involved the
 is the more accurate side of a comparison. Shapes follow the C layouts:
 
     rmsnorm(x[..., dim], w[dim], eps)
+    layernorm(x[..., dim], w[dim], b[dim], eps)   (ops_layernorm.h)
     rope_table(pos[n_tok], n_rot, freq_base, freq_factors=None) -> cs[n_tok, n_rot/2, 2]
                                             ({cos, sin} of pos * base^(-2i/n_rot) / freq_factors[i])
     rope(x[n_tok, n_head, head_dim], pos, freq_base, style, n_rot=None)   style "normal" (2i, 2i+1) or "neox" (i, i+n_rot/2)
@@ -21,6 +22,14 @@ def rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     x64 = x.astype(np.float64)
     scale = 1.0 / np.sqrt(np.mean(x64 * x64, axis=-1, keepdims=True) + eps)
     return (x64 * scale * w.astype(np.float64)).astype(np.float32)
+
+
+def layernorm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) * w + b per row, the biased variance (ggml_norm, then weight and bias)."""
+    x64 = x.astype(np.float64)
+    centered = x64 - np.mean(x64, axis=-1, keepdims=True)
+    scale = 1.0 / np.sqrt(np.mean(centered * centered, axis=-1, keepdims=True) + eps)
+    return (centered * scale * w.astype(np.float64) + b.astype(np.float64)).astype(np.float32)
 
 
 def rope_table(pos: np.ndarray, n_rot: int, freq_base: float, freq_factors: np.ndarray | None = None) -> np.ndarray:

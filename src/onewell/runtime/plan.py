@@ -14,7 +14,10 @@ What crosses to C (bind_executor.c joins each name to its struct member through 
     layers  = [{"wq": matrix, ..., "attn_norm": vector, ..., "q_norm": vector?, ..., "rope_theta": float,
                 "sliding_window": int}] (absent optional roles: off)
 a matrix is (buffer, type, rows, cols, row_bytes), a vector a float32 array. Every feature of the model
-description (models/base.py) has a native implementation except bidirectional attention, refused by name.
+description (models/base.py) has a native implementation; bidirectional attention runs in encoder steps
+(`_core.executor_encode`, runtime/embedding.py) of embedding models, whose config also carries "bidirectional"
+and "norm_eps" and whose tensors "embd_type_row", "embd_norm(_b)" and per layer "attn_out_norm(_b)",
+"layer_out_norm(_b)" (post-norm LayerNorms).
 """
 from __future__ import annotations
 
@@ -84,7 +87,8 @@ class ExecutorPlan:
         return {**{name: int(getattr(c, name)) for name in CONFIG_INTS}, "rms_eps": float(c.rms_eps),
                 "rope_style": ROPE_STYLES[c.rope_style], "n_rot": int(c.rope_dims),
                 "activation": ACTIVATIONS[c.activation],
-                **{name: float(getattr(c, field)) for name, field in CONFIG_FLOATS.items()}}
+                **{name: float(getattr(c, field)) for name, field in CONFIG_FLOATS.items()},
+                "bidirectional": int(not c.causal), "norm_eps": float(c.norm_eps)}
 
     def native_args(self) -> tuple:
         """(config, tensors, layers): the first three arguments of _core.executor_create."""
@@ -125,6 +129,10 @@ def tensor_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
         "w_down": (cfg.n_embd, cfg.n_ff), "attn_norm": (cfg.n_embd,), "ffn_norm": (cfg.n_embd,),
         "bq": (q_rows,), "bk": (kv_rows,), "bv": (kv_rows,), "q_norm": (cfg.head_dim,), "k_norm": (cfg.head_dim,),
         "attn_post_norm": (cfg.n_embd,), "ffn_post_norm": (cfg.n_embd,), "rope_freqs": (cfg.rope_dims // 2,),
+        # encoders: embedding LayerNorm, post-norm LayerNorms (weight, bias)
+        "embd_norm": (cfg.n_embd,), "embd_norm_b": (cfg.n_embd,),
+        "attn_out_norm": (cfg.n_embd,), "attn_out_norm_b": (cfg.n_embd,),
+        "layer_out_norm": (cfg.n_embd,), "layer_out_norm_b": (cfg.n_embd,),
     }
 
 
@@ -145,6 +153,8 @@ def build_plan(spec: ModelSpec, repack: bool | Iterable[GGMLType] = False) -> Ex
         raise ValueError(f"the spec has {len(spec.layers)} layers, its config says {cfg.n_layer}")
 
     tensors = {role: _tensor(w, shapes[role]) for role, w in spec.tensors.items() if role in shapes}
+    if "token_types" in spec.tensors:   # BERT: every token is type 0, so only row 0 is added to the embeddings
+        tensors["embd_type_row"] = _type_row(spec.tensors["token_types"], cfg.n_embd)
     layers = []
     for index, layer in enumerate(spec.layers):
         unknown = sorted(set(layer.tensors) - set(shapes))
@@ -160,7 +170,7 @@ def build_plan(spec: ModelSpec, repack: bool | Iterable[GGMLType] = False) -> Ex
             raise ValueError(f"layer {index} sliding_window must be an integer in [0, {MAX_WINDOW}], got {window!r}")
         layers.append(LayerPlan({role: _tensor(w, shapes[role]) for role, w in layer.tensors.items()},
                                 float(layer.rope_theta), int(window)))
-    unknown = sorted(set(spec.tensors) - set(shapes))
+    unknown = sorted(set(spec.tensors) - set(shapes) - {"token_types"})
     if unknown:
         raise UnsupportedError(f"the native executor does not implement {unknown}")
     plan = ExecutorPlan(cfg, tensors, tuple(layers))
@@ -215,6 +225,16 @@ def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan]) -> MatrixPlan:
     return dataclasses.replace(copies[key], name=m.name)
 
 
+def _type_row(w: Weight, n_embd: int) -> np.ndarray:
+    """Row 0 of a (n_types, n_embd) token-type table as a float32 vector."""
+    if len(w.shape) != 2 or w.shape[1] != n_embd or w.shape[0] < 1:
+        raise ValueError(f"tensor {w.name!r} has shape {tuple(w.shape)}, expected (n_types, {n_embd})")
+    row = np.ascontiguousarray(dequantize(w.ggml_type, w.raw, w.shape)[0], dtype=np.float32)
+    if not np.isfinite(row).all():
+        raise ValueError(f"tensor {w.name!r} contains NaN or inf")
+    return row
+
+
 def _check_positive_float(name: str, value) -> None:
     value = float(value)
     if not np.isfinite(value) or value <= 0 or not np.isfinite(np.float32(value)) or np.float32(value) == 0:
@@ -238,9 +258,11 @@ def _check_config(cfg: ModelConfig) -> None:
     if cfg.activation not in ACTIVATIONS:
         raise UnsupportedError(f"the native executor does not implement the activation {cfg.activation!r} "
                                f"(supported: {', '.join(ACTIVATIONS)})")
-    if not cfg.causal:
-        raise UnsupportedError("the native executor does not implement bidirectional (non-causal) attention; "
-                               "use backend='reference'")
+    if cfg.causal == cfg.is_embedding:
+        raise UnsupportedError("the native executor runs bidirectional attention for embedding models (encoders) "
+                               "only, and embedding models only with it; use backend='reference'")
+    if cfg.is_embedding:
+        _check_positive_float("config.norm_eps", cfg.norm_eps)
     n_rot = cfg.n_rot
     if isinstance(n_rot, bool) or not isinstance(n_rot, (int, np.integer)) or not 0 <= n_rot <= cfg.head_dim \
             or n_rot % 2:

@@ -41,6 +41,7 @@ from onewell.errors import ContextOverflowError, OnewellError
 from onewell.runtime.generate import check_fits
 from onewell.runtime.sampling import SamplingParams
 from onewell.serve import openai_schema as schema
+from onewell.serve.embeddings import EmbeddingRequest, EmbeddingScheduler, encode_vector
 from onewell.serve.limits import BodyTimeoutMiddleware, PrepareGate, ServerLimits, uvicorn_config
 from onewell.serve.openapi import build_openapi
 from onewell.serve.scheduler import (PREFILL_CHUNK, Chunk, Done, Failed, GenerationRequest, Job, QueueFullError,
@@ -323,8 +324,34 @@ async def structured_request(state: ServerState, req, prompt_ids: list[int], mod
     return generation
 
 
+def refuse_embedding_model(state: ServerState, endpoint: str) -> None:
+    if getattr(state.model, "is_embedding", False):
+        raise ApiError(400, f"{state.model_name} is an embedding model: it answers /v1/embeddings, not {endpoint}",
+                       code="model_not_generative", param="model")
+
+
+async def embeddings(request: Request) -> Response:
+    state = _state(request)
+    req = parse(EmbeddingRequest, await read_json(request))
+    if not getattr(state.model, "is_embedding", False):
+        raise ApiError(400, f"{state.model_name} is a generative model: /v1/embeddings needs an embedding model "
+                       f"(e.g. nomic-embed-text-v1.5)", code="model_not_embedding", param="model")
+    texts, ids = req.batches()
+    try:
+        vectors, n_tokens = await state.scheduler.embed(texts, ids, req.dimensions)
+    except QueueFullError as e:
+        raise _overloaded(e) from None
+    except ValueError as e:   # a token id outside the vocabulary, an input longer than the context, dimensions
+        raise ApiError(400, str(e), param="dimensions" if "dimensions" in str(e) else "input") from None
+    data = [{"object": "embedding", "index": i, "embedding": encode_vector(v, req.encoding_format)}
+            for i, v in enumerate(vectors)]
+    return JSONResponse({"object": "list", "data": data, "model": state.model_name,
+                         "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}})
+
+
 async def chat_completions(request: Request) -> Response:
     state = _state(request)
+    refuse_embedding_model(state, "/v1/chat/completions")
     req = parse(schema.ChatCompletionRequest, await read_json(request))
     try:
         mode = tool_mode(state.model, req)
@@ -386,6 +413,7 @@ async def chat_completions(request: Request) -> Response:
 
 async def completions(request: Request) -> Response:
     state = _state(request)
+    refuse_embedding_model(state, "/v1/completions")
     req = parse(schema.CompletionRequest, await read_json(request))
     prompt_ids = await prompt_ids_for(state, completion_prompt_ids, req)
     job = submit(state, owned(await structured_request(state, req, prompt_ids), state, request))
@@ -600,8 +628,11 @@ def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | 
     api_keys = [api_key] if isinstance(api_key, str) else list(api_key or [])
     if any(not key.strip() for key in api_keys):
         raise ValueError("the API key must not be empty")
-    backends = slot_backends(model.backend, model.spec, parallel, threads)
-    scheduler = Scheduler(backends, model.tokenizer, queue_capacity=queue, prefill_chunk=prefill_chunk)
+    if getattr(model, "is_embedding", False):   # no generation slots: requests run one forward each, in turn
+        scheduler = EmbeddingScheduler(model, queue_capacity=queue)
+    else:
+        backends = slot_backends(model.backend, model.spec, parallel, threads)
+        scheduler = Scheduler(backends, model.tokenizer, queue_capacity=queue, prefill_chunk=prefill_chunk)
     name = model_name or (Path(model.path).stem if getattr(model, "path", None) else "onewell")
     limits = limits or ServerLimits()
     gate = PrepareGate(scheduler, limits.prepare_threads)
@@ -623,6 +654,7 @@ def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | 
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     handlers = {ApiError: on_api_error, HTTPException: on_http_error, Exception: on_unexpected_error}

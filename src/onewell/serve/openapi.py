@@ -7,8 +7,9 @@ from pydantic.json_schema import models_json_schema
 
 from onewell import __version__
 from onewell.serve import openai_schema as s
+from onewell.serve.embeddings import EmbeddingRequest
 
-REQUESTS = (s.ChatCompletionRequest, s.CompletionRequest)
+REQUESTS = (s.ChatCompletionRequest, s.CompletionRequest, EmbeddingRequest)
 RESPONSES = (s.ChatCompletionResponse, s.ChatCompletionChunk, s.CompletionResponse, s.ModelList, s.ErrorResponse,
              s.Health, s.Metrics)
 
@@ -56,6 +57,11 @@ def build_openapi() -> dict[str, Any]:
                                                 s.ChatCompletionChunk, "reply to a conversation"),
             "/v1/completions": _generation(s.CompletionRequest, s.CompletionResponse, s.CompletionResponse,
                                            "continue a text prompt"),
+            "/v1/embeddings": {"post": {
+                "summary": "vectors of texts or token ids (an embedding model only; docs/serving.md)",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(EmbeddingRequest)}}},
+                "responses": {"200": {"description": "{object: list, data: [{object: embedding, index, embedding}], "
+                                                     "model, usage}"}, **ERRORS}}},
             "/v1/models": {"get": {"summary": "the model this server runs",
                                    "responses": {"200": _json(s.ModelList, "one model"), "401": ERRORS["401"]}}},
             "/health": {"get": {"summary": "liveness", "security": [{}],

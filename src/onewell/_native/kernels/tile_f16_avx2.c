@@ -1,0 +1,81 @@
+/* F16 weights x F16 activations for several activation vectors per weight load (AVX2): prefill and encoder
+ * steps. The single-vector dot (vec_dot_x86_256.inc, tile_f16) is one FMA chain per row, latency-bound at ~1
+ * FMA per 4-5 cycles; here 4 rows x 3 vectors run 12 independent chains and each loaded weight chunk (and its
+ * fp16 -> f32 conversion) serves 3 vectors. Every (row, vector) result is computed with exactly the dot's
+ * operations in the dot's order (one accumulator, fma(w, x, acc) per 8 columns, the same horizontal sum, the
+ * same scalar tail), so the result is bit-identical to vec_dot_f16_f16_avx2: batched = one token at a time.
+ * One vector: the dot itself (it prefetches ahead for the decode stream). */
+#include "vec_dot.h"
+
+#if OW_X86_KERNELS
+#include <immintrin.h>
+
+#define OW_TGT __attribute__((target("avx2,fma,f16c")))
+#define TILE_V 3
+
+OW_TGT static inline float hsum(__m256 v) {   /* = vec_dot_x86_256.inc's hsum_ps */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline uint16_t read_u16(const uint8_t *p) {
+    uint16_t v;
+    __builtin_memcpy(&v, p, 2);
+    return v;
+}
+
+/* R rows (1..4) x V vectors (1..TILE_V): y[v * y_stride + r]. R and V are constants at each call site. */
+OW_TGT static inline __attribute__((always_inline)) void block(int64_t n, const uint8_t *w, size_t stride, const int R,
+                                                               const uint16_t *x, size_t x_stride, const int V,
+                                                               float *y, int64_t y_stride) {
+    __m256 acc[4][TILE_V];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a[TILE_V];
+        for (int v = 0; v < V; v++) a[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + v * x_stride + i)));
+        for (int r = 0; r < R; r++) {
+            const __m256 wr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)r * stride + 2 * i)));
+            for (int v = 0; v < V; v++) acc[r][v] = _mm256_fmadd_ps(wr, a[v], acc[r][v]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) {
+            const uint16_t *xv = x + v * x_stride;
+            float tail = 0.0f;
+            for (int64_t j = i; j < n; j++) tail += _cvtsh_ss(read_u16(w + (size_t)r * stride + 2 * j)) * _cvtsh_ss(xv[j]);
+            y[(int64_t)v * y_stride + r] = hsum(acc[r][v]) + tail;
+        }
+}
+
+#define ROWS_CASES(V)                                                                                        \
+    switch (nr) {                                                                                            \
+    case 4: block(n_cols, w, w_stride, 4, xv, xs, V, yv, y_stride); break;                                   \
+    case 3: block(n_cols, w, w_stride, 3, xv, xs, V, yv, y_stride); break;                                   \
+    case 2: block(n_cols, w, w_stride, 2, xv, xs, V, yv, y_stride); break;                                   \
+    default: block(n_cols, w, w_stride, 1, xv, xs, V, yv, y_stride); break;                                  \
+    }
+
+OW_TGT void tile_f16_f16_avx2(OW_TILE_ARGS) {
+    if (n_vec == 1) {   /* decode: the streaming dot */
+        float s[OW_ROW_TILE];
+        vec_dot_f16_f16_avx2(n_cols, w, w_stride, nr, x, s);
+        for (int r = 0; r < nr; r++) y[r] = s[r];
+        return;
+    }
+    const size_t xs = x_stride / sizeof(uint16_t);   /* activation rows are 64-byte aligned: even byte strides */
+    int v = 0;
+    for (; v + TILE_V <= n_vec; v += TILE_V) {
+        const uint16_t *xv = (const uint16_t *)((const uint8_t *)x + (size_t)v * x_stride);
+        float *yv = y + (int64_t)v * y_stride;
+        ROWS_CASES(TILE_V)
+    }
+    const uint16_t *xv = (const uint16_t *)((const uint8_t *)x + (size_t)v * x_stride);
+    float *yv = y + (int64_t)v * y_stride;
+    if (n_vec - v == 2) { ROWS_CASES(2) }
+    else if (n_vec - v == 1) { ROWS_CASES(1) }
+}
+#endif
