@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_features.h"
+#include "kv_cache.h"
 #include "ops_kernels.h"
 
 /* ---- generic kernels ---- */
@@ -168,9 +169,47 @@ static void attend_f16_generic(float *out, const float *q, const uint16_t *k, co
     for (int64_t d = 0; d < hd; d++) out[d] *= inv;
 }
 
+/* Q8_0 blocks (kv_cache.h): value j of a block is d * qs[j]. Scores take d once per block, the V sum folds d into
+ * the position's weight. */
+static inline float q8_0_scale(const uint8_t *block) {
+    uint16_t h;
+    memcpy(&h, block, 2);
+    return float_from_half(h);
+}
+
+static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride,
+                                int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {
+    const int64_t nb = hd / 32;
+    for (int64_t t = 0; t < n_ctx; t++) {
+        float s = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = k + t * stride + b * 34;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            const float *qb = q + b * 32;
+            float acc[4] = {0};
+            for (int j = 0; j < 32; j += 4)
+                for (int i = 0; i < 4; i++) acc[i] += qb[j + i] * (float)qs[j + i];
+            s += q8_0_scale(blk) * ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        }
+        scores[t] = s * scale;
+    }
+    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    float inv = 1.0f / softmax_scores(scores, n_ctx);
+    for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int64_t t = 0; t < n_ctx; t++) {
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = v + t * stride + b * 34;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            const float w = scores[t] * q8_0_scale(blk);
+            for (int j = 0; j < 32; j++) out[b * 32 + j] += w * (float)qs[j];
+        }
+    }
+    for (int64_t d = 0; d < hd; d++) out[d] *= inv;
+}
+
 const ow_ops_kernels ow_ops_generic = {
     "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic, geglu_generic, softcap_generic,
-    attend_f32_generic, attend_f16_generic, f32_to_f16_generic, f16_to_f32_generic,
+    attend_f32_generic, attend_f16_generic, attend_q8_0_generic, f32_to_f16_generic, f16_to_f32_generic,
 };
 
 /* ---- the choice of path, once ---- */
@@ -299,7 +338,11 @@ void ow_attention_heads(const ow_attn_args *a, int64_t head_begin, int64_t head_
         if (a->n_ctx <= 0) { memset(out, 0, (size_t)hd * sizeof(float)); continue; }
         int64_t kv_off = (h / group) * hd;
         const float *q = a->q + h * hd;
-        if (a->kv_type == OW_KV_F16)
+        if (a->kv_type == OW_KV_Q8_0)
+            K->attend_q8_0(out, q, (const uint8_t *)a->k + ow_kv_bytes(OW_KV_Q8_0, kv_off),
+                           (const uint8_t *)a->v + ow_kv_bytes(OW_KV_Q8_0, kv_off), (int64_t)ow_kv_bytes(OW_KV_Q8_0, stride),
+                           a->n_ctx, hd, a->scale, a->softcap, scores);
+        else if (a->kv_type == OW_KV_F16)
             K->attend_f16(out, q, (const uint16_t *)a->k + kv_off, (const uint16_t *)a->v + kv_off, stride, a->n_ctx,
                           hd, a->scale, a->softcap, scores);
         else
