@@ -251,3 +251,36 @@ def test_executor_create_refuses_a_type_the_head_size_cannot_take(tiny):
 def test_reference_fork_keeps_the_type(tiny):
     fork = ReferenceBackend(tiny, n_ctx=8, kv_type="q8_0").fork()
     assert fork.kv_type == "q8_0" and fork.n_past == 0
+
+
+# ---- the API, CLI and server options ------------------------------------------------------------------------
+
+def test_load_takes_the_kv_type_and_checks_it_first(tmp_path):
+    import sys
+    from pathlib import Path
+
+    import onewell
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fuzz.http_fuzz import tiny_model_file
+
+    with pytest.raises(ValueError, match="kv_type"):
+        onewell.load(tmp_path / "not-there.gguf", kv_type="f8")     # before looking for the file
+    path = tiny_model_file(tmp_path)
+    assert onewell.load(path, threads=1, n_ctx=32).backend.kv_type == "f16"
+    for backend in ("native", "reference"):
+        model = onewell.load(path, backend=backend, threads=1, n_ctx=32, kv_type="f32")
+        assert model.backend.kv_type == "f32"
+        assert isinstance(model.generate("hi", max_tokens=2, temperature=0), str)
+
+
+def test_serve_options_carry_the_kv_type():
+    from onewell.serve.app import build_parser
+    from onewell.serve.ray_options import RayServeOptions, options_from_args
+
+    args = build_parser().parse_args(["m.gguf", "--kv-type", "q8_0"])
+    assert args.kv_type == "q8_0" and options_from_args(args).kv_type == "q8_0"
+    assert build_parser().parse_args(["m.gguf"]).kv_type == "f16"
+    from onewell.errors import OnewellError
+    with pytest.raises(OnewellError, match="kv-type"):
+        RayServeOptions(model="m.gguf", kv_type="q4_0")

@@ -239,8 +239,22 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
             ("rms eps", f"{c.rms_eps:g}"),
             ("tied embeddings", "yes" if c.tie_embeddings else "no"),
             ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
+            ("kv cache", _kv_cache_line(c)),
         ]
     return lines
+
+
+def _kv_cache_line(config) -> str:
+    """KV cache memory per context token for each --kv-type (f16 first: the default)."""
+    from onewell.runtime.memory import kv_cache_bytes
+
+    parts = []
+    for kv_type in ("f16", "f32", "q8_0"):
+        if kv_type == "q8_0" and config.head_dim % 32:
+            continue
+        per_token = kv_cache_bytes(config, 1, kv_type=kv_type)
+        parts.append(f"{kv_type} {per_token / 1024:.1f} KiB/token ({per_token * 4096 / 2**20:.0f} MiB at 4096)")
+    return "; ".join(parts)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
