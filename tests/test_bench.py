@@ -304,7 +304,7 @@ def test_test_names_and_sizes():
 
 def test_depth_test_names_as_llama_bench_rows_get_them():
     tests = make_tests([128], [32], depths=[4096, 0])
-    assert [t.name for t in tests] == ["pp128", "pp128@d4096", "tg32", "tg32@d4096"]
+    assert [t.name for t in tests] == ["pp128", "tg32", "pp128@d4096", "tg32@d4096"]
     assert BenchTest.parse("tg32@d4096") == BenchTest("tg", 32, 4096)
     assert llamacpp._test_name({"n_gen": 32, "n_depth": 4096}) == "tg32@d4096"
     for bad in ("tg32@d", "tg32@d0", "tg32@dx"):
@@ -332,6 +332,10 @@ def test_timer_at_depth_evaluates_the_context_once_and_truncates_back_to_it():
     assert backend.calls == [("forward", 8)] and backend.n_past == 308
     backend.calls.clear()
     timer.run(BenchTest("tg", 2, depth=100))                           # another depth: a new context
+    assert backend.calls[:2] == [("reset",), ("forward", 100)]
+    timer.run(BenchTest("pp", 200))                                     # depth 0 overwrites the context ...
+    backend.calls.clear()
+    timer.run(BenchTest("tg", 2, depth=100))                           # ... though the cache holds >= 100
     assert backend.calls[:2] == [("reset",), ("forward", 100)]
 
 

@@ -47,13 +47,14 @@ class BenchTest:
 
 
 def make_tests(n_prompt: Sequence[int], n_gen: Sequence[int], depths: Sequence[int] = (0,)) -> list[BenchTest]:
-    """pp tests then tg tests, each at every depth; 0 in either size list means none of that kind (as
-    llama-bench's -p 0 / -n 0)."""
+    """Per depth (ascending), pp tests then tg tests; 0 in either size list means none of that kind (as
+    llama-bench's -p 0 / -n 0). The tests of one depth are neighbours, so a repetition evaluates each depth's
+    context at most once (a depth-0 test overwrites it)."""
     depths = sorted(set(depths)) or [0]
     if min(depths) < 0:
         raise ValueError(f"depths must be >= 0, got {depths}")
-    tests = ([BenchTest("pp", n, d) for d in depths for n in n_prompt if n > 0]
-             + [BenchTest("tg", n, d) for d in depths for n in n_gen if n > 0])
+    tests = [BenchTest(kind, n, d) for d in depths for kind, sizes in (("pp", n_prompt), ("tg", n_gen))
+             for n in sizes if n > 0]
     if not tests:
         raise ValueError("nothing to measure: every prompt and generation size is 0")
     return tests
@@ -108,6 +109,7 @@ class EngineTimer:
             return self.fill_context(depth)
         prompt = token_ids(self.n_vocab, TG_PROMPT_TOKENS, self.seed + 1)
         self.backend.reset()
+        self._context = None
         return int(np.argmax(self.backend.forward(prompt)))
 
     def fill_context(self, depth: int) -> int:
@@ -115,6 +117,7 @@ class EngineTimer:
         them); returns the greedy token after them (0 at depth 0)."""
         if depth == 0:
             self.backend.reset()
+            self._context = None  # positions from 0 on are about to be overwritten
             return 0
         if self._context is None or self._context[0] != depth or self.backend.n_past < depth:
             self.backend.reset()
