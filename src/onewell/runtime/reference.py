@@ -165,12 +165,13 @@ class ReferenceBackend:
         arrays = [self.output_norm, self.output, self.rope_freqs] + [a for layer in self.layers for a in layer.values()]
         return sum(a.nbytes for a in arrays if a is not None)
 
-    def fork(self) -> ReferenceBackend:
-        """A backend on the same dequantized weights with an empty KV cache of its own (another sequence)."""
+    def fork(self, kv_type: str | None = None) -> ReferenceBackend:
+        """A backend on the same dequantized weights with an empty KV cache of its own (another sequence), of
+        this one's element type unless kv_type names another."""
         clone = object.__new__(ReferenceBackend)
         clone.__dict__.update(self.__dict__)
         cfg = self.config
-        clone.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim, self.kv_type)
+        clone.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim, kv_type or self.kv_type)
         return clone
 
     def truncate(self, n_past: int) -> None:
