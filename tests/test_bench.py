@@ -302,6 +302,61 @@ def test_test_names_and_sizes():
         make_tests([0], [0])
 
 
+def test_depth_test_names_as_llama_bench_rows_get_them():
+    tests = make_tests([128], [32], depths=[4096, 0])
+    assert [t.name for t in tests] == ["pp128", "tg32", "pp128@d4096", "tg32@d4096"]
+    assert BenchTest.parse("tg32@d4096") == BenchTest("tg", 32, 4096)
+    assert llamacpp._test_name({"n_gen": 32, "n_depth": 4096}) == "tg32@d4096"
+    for bad in ("tg32@d", "tg32@d0", "tg32@dx"):
+        with pytest.raises(ValueError):
+            BenchTest.parse(bad)
+    from onewell.bench.runner import context_needed
+    assert context_needed(make_tests([0], [32])) == 33                     # the 1-token prompt, then 32
+    assert context_needed(make_tests([128], [32], depths=[4096])) == 4096 + 128
+
+
+def test_timer_at_depth_evaluates_the_context_once_and_truncates_back_to_it():
+    backend = FakeBackend(n_vocab=97)
+    backend.n_ctx = 1024
+    timer = EngineTimer(backend, backend.n_vocab)
+    timer.run(BenchTest("tg", 5, depth=300))
+    assert backend.calls[:2] == [("reset",), ("forward", 300)]          # the context, untimed
+    steps = [c for c in backend.calls[2:]]
+    assert len(steps) == 5 and all(c[0] == "argmax" for c in steps)
+    assert backend.n_past == 305
+    backend.calls.clear()
+    timer.run(BenchTest("tg", 5, depth=300))                           # a repetition: no second context
+    assert backend.calls[0][0] == "argmax" and len(backend.calls) == 5 and backend.n_past == 305
+    backend.calls.clear()
+    timer.run(BenchTest("pp", 8, depth=300))
+    assert backend.calls == [("forward", 8)] and backend.n_past == 308
+    backend.calls.clear()
+    timer.run(BenchTest("tg", 2, depth=100))                           # another depth: a new context
+    assert backend.calls[:2] == [("reset",), ("forward", 100)]
+    timer.run(BenchTest("pp", 200))                                     # depth 0 overwrites the context ...
+    backend.calls.clear()
+    timer.run(BenchTest("tg", 2, depth=100))                           # ... though the cache holds >= 100
+    assert backend.calls[:2] == [("reset",), ("forward", 100)]
+
+
+def test_tg_at_depth_counts_the_kv_cache_it_reads():
+    run = RunResult()
+    for rep in range(2):
+        run.add("onewell", "tg8@d1000", 1, 0.1)
+        run.add("onewell", "tg8", 1, 0.1)
+    run.bandwidth[1] = {"median": 40.0, "min": 39.0, "max": 41.0}
+    model = dict(MODEL, kv_bytes_per_token=24_576)
+    report = build_report(run, tests=make_tests([0], [8], depths=[0, 1000]), machine=machine.machine_info(),
+                          model=model, settings=dict(SETTINGS, tests=["tg8", "tg8@d1000"], kv_type="f16",
+                                                     depths=[0, 1000], kv_bytes=24_576 * 1024))
+    jsonschema.validate(report, SCHEMA)
+    deep, flat = result(report, "onewell", "tg8@d1000", 1), result(report, "onewell", "tg8", 1)
+    assert flat["bytes_per_token"] == 1e9 and flat["depth"] == 0
+    assert deep["depth"] == 1000 and deep["bytes_per_token"] == pytest.approx(1e9 + 24_576 * 1004.5)
+    assert deep["ceiling_tok_s"] == pytest.approx(40e9 / deep["bytes_per_token"])
+    assert "KV cache f16 25.2 MB, 24.6 kB/token" in render_report(report)
+
+
 def test_timer_pp_is_one_forward_from_an_empty_cache():
     backend = FakeBackend()
     seconds = EngineTimer(backend, backend.n_vocab).run(BenchTest("pp", 12))
@@ -546,6 +601,15 @@ def test_vs_option_and_finding_llama_bench(tmp_path, monkeypatch):
 def test_llama_bench_command_flags():
     cmd = llamacpp.llama_bench_command(Path("/b/llama-bench"), Path("/m.gguf"), 2, [128], [], reps=1)
     assert cmd == ["/b/llama-bench", "-o", "json", "-m", "/m.gguf", "-p", "128", "-n", "0", "-t", "2", "-r", "1"]
+    cmd = llamacpp.llama_bench_command(Path("/b/llama-bench"), Path("/m.gguf"), 2, [], [32], reps=1,
+                                       depths=[4096, 0], kv_type="q8_0")
+    assert cmd[-6:] == ["-d", "0,4096", "-ctk", "q8_0", "-ctv", "q8_0"]
+
+
+def test_llama_bench_side_asks_for_the_depths_and_cache_type(tmp_path):
+    side = bench.LlamaBenchSide(fake_llama_bench(tmp_path), Path("/m.gguf"), make_tests([0], [4], depths=[0, 64]),
+                                kv_type="f16")
+    assert side(2) == {"tg4": 0.004, "tg4@d64": 0.004064}
 
 
 FAKE_LLAMA_BENCH = """#!{python}
@@ -554,15 +618,17 @@ import json, sys
 args = sys.argv[1:]
 get = lambda flag: args[args.index(flag) + 1]
 threads = int(get("-t"))
+depths = list(map(int, get("-d").split(","))) if "-d" in args else [0]
 out = []
 for flag, key in (("-p", "n_prompt"), ("-n", "n_gen")):
     for n in map(int, get(flag).split(",")):
-        if n:
-            entry = {{"build_commit": "fake", "build_number": 1, "cpu_info": "cpu", "backends": "CPU",
-                      "model_type": "fake", "model_size": 1, "n_threads": threads, "n_prompt": 0, "n_gen": 0,
-                      "n_depth": 0, "avg_ts": 1000.0, "samples_ns": [n * 1000000]}}
-            entry[key] = n
-            out.append(entry)
+        for d in depths:
+            if n:
+                entry = {{"build_commit": "fake", "build_number": 1, "cpu_info": "cpu", "backends": "CPU",
+                          "model_type": "fake", "model_size": 1, "n_threads": threads, "n_prompt": 0, "n_gen": 0,
+                          "n_depth": d, "avg_ts": 1000.0, "samples_ns": [n * 1000000 + d * 1000]}}
+                entry[key] = n
+                out.append(entry)
 print(json.dumps(out))
 """
 
@@ -593,6 +659,11 @@ def test_thread_list_parsing():
     for bad in ("0", "x", "4-2"):
         with pytest.raises(SystemExit):
             parser.parse_args(["m", "-t", bad])
+    args = parser.parse_args(["m", "-d", "0,4096", "--kv-type", "q8_0"])
+    assert args.n_depth == [0, 4096] and args.kv_type == "q8_0"
+    assert parser.parse_args(["m"]).n_depth == [0] and parser.parse_args(["m"]).kv_type == "f16"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["m", "--kv-type", "q4_0"])
 
 
 def test_bad_options_fail_before_measuring(tmp_path):
@@ -656,3 +727,19 @@ def test_bench_command_vs_llamacpp_with_bandwidth(smollm_path, tmp_path, capsys)
     assert {(c["test"], c["threads"]) for c in report["comparison"]} == {("pp8", 1), ("tg4", 1)}
     assert report["llamacpp"]["binary"] == str(exe) and report["llamacpp"]["build_commit"] == "fake"
     assert any("under 4x the last-level cache" in w for w in report["warnings"])
+
+
+@pytest.mark.model
+def test_bench_command_at_depth_against_llama_bench(smollm_path, tmp_path):
+    out_json = tmp_path / "bench.json"
+    assert bench.main([str(smollm_path), "-t", "1", "-p", "0", "-n", "4", "-d", "0,16", "-r", "1", "--no-profile",
+                       "--no-bandwidth", "--kv-type", "q8_0", "--vs", f"llama.cpp={fake_llama_bench(tmp_path)}",
+                       "--json", str(out_json), "-q"]) == 0
+    report = json.loads(out_json.read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert {(r["engine"], r["test"]) for r in report["results"]} == {
+        (e, t) for e in ("onewell", "llama.cpp") for t in ("tg4", "tg4@d16")}
+    assert {c["test"] for c in report["comparison"]} == {"tg4", "tg4@d16"}
+    s = report["settings"]
+    assert s["kv_type"] == "q8_0" and s["depths"] == [0, 16]
+    assert report["model"]["kv_bytes_per_token"] == 30 * 2 * 3 * 64 // 32 * 34   # SmolLM2: 30 layers, 3 kv heads

@@ -54,8 +54,8 @@ class FakeModel:
 def fake_api(monkeypatch):
     state = {"model": FakeModel(), "load_calls": []}
 
-    def load(model, backend, threads):
-        state["load_calls"].append((model, backend, threads))
+    def load(model, backend, threads, kv_type):
+        state["load_calls"].append((model, backend, threads, kv_type))
         return state["model"]
 
     fake_module(monkeypatch, "onewell.api", load=load)
@@ -86,7 +86,7 @@ def test_quantize_bad_type_fails_cleanly(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--threads", "0"], ["--top-p", "1.5"], ["--temp", "nan"], ["-n", "-3"],
-                                  ["--seed", "x"]])
+                                  ["--seed", "x"], ["--kv-type", "q4_0"]])
 def test_bad_run_options_are_usage_errors(args, fake_api, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "m", "p", *args])
@@ -101,7 +101,7 @@ def test_run_streams_and_reports_speed(fake_api, capsys):
     assert code == 0
     assert out == "Hello!\n"
     assert "[12 prompt tok, 3 gen tok, 24.0 tok/s prompt, 12.0 tok/s gen]" in err
-    assert fake_api["load_calls"] == [("some-model", "native", 2)]
+    assert fake_api["load_calls"] == [("some-model", "native", 2, "f16")]   # f16: the default KV cache
     (kind, prompt, kwargs), = fake_api["model"].calls
     # only the sampling options the user gave are passed: the engine owns the defaults
     assert (kind, prompt) == ("generate", "Say hi")
@@ -109,8 +109,8 @@ def test_run_streams_and_reports_speed(fake_api, capsys):
 
 
 def test_run_raw_mode_and_reference_backend(fake_api, capsys):
-    assert main(["run", "m", "p", "--raw", "--backend", "reference", "--top-k", "40"]) == 0
-    assert fake_api["load_calls"] == [("m", "reference", None)]
+    assert main(["run", "m", "p", "--raw", "--backend", "reference", "--top-k", "40", "--kv-type", "q8_0"]) == 0
+    assert fake_api["load_calls"] == [("m", "reference", None, "q8_0")]
     kwargs = fake_api["model"].calls[0][2]
     assert kwargs["chat"] is False and kwargs["top_k"] == 40 and kwargs["max_tokens"] == 128
 
@@ -229,6 +229,9 @@ def test_info_describes_smollm(smollm_path):
     assert fields["tied embeddings"] == "yes"
     # SmolLM2 reads ~96.6 MB per token (anchors.md); info computes it from the tensors
     assert fields["bytes per token"].startswith("96.6 MB")
+    # 30 layers x K and V x 3 kv heads x 64 values: 11,520 values per token
+    assert fields["kv cache"] == ("f16 22.5 KiB/token (90 MiB at 4096); f32 45.0 KiB/token (180 MiB at 4096); "
+                                  "q8_0 12.0 KiB/token (48 MiB at 4096)")
 
 
 def test_info_on_a_non_gguf_file_is_a_clean_error(tmp_path):

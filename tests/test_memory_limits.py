@@ -16,9 +16,14 @@ def tiny():
 
 def test_kv_cache_bytes_counts_k_and_v_of_every_layer_position_and_sequence(tiny):
     c = tiny.config
-    per_token = c.n_layer * 2 * c.n_head_kv * c.head_dim * 4
-    assert kv_cache_bytes(c, 1) == per_token
-    assert kv_cache_bytes(c, 100, n_seq=3) == 300 * per_token
+    values = c.n_layer * 2 * c.n_head_kv * c.head_dim
+    assert kv_cache_bytes(c, 1, kv_type="f32") == values * 4
+    assert kv_cache_bytes(c, 1) == kv_cache_bytes(c, 1, kv_type="f16") == values * 2  # f16 is the default
+    assert kv_cache_bytes(c, 100, n_seq=3, kv_type="f32") == 300 * values * 4
+    if c.head_dim % 32 == 0:
+        assert kv_cache_bytes(c, 1, kv_type="q8_0") == values // 32 * 34
+    with pytest.raises(ValueError, match="kv_type"):
+        kv_cache_bytes(c, 1, kv_type="q4_0")
 
 
 def test_a_cache_larger_than_available_memory_is_refused_with_the_largest_context_that_fits(tiny):

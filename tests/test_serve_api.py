@@ -442,7 +442,8 @@ def test_onewell_serve_command_serves_and_stops_on_ctrl_c(smollm_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "onewell", "serve", str(smollm_path), "--threads", "1",
-                             "--port", str(port), "--ctx-size", "256", "--parallel", "2", "--name", "cli-smol"],
+                             "--port", str(port), "--ctx-size", "256", "--parallel", "2", "--name", "cli-smol",
+                             "--kv-type", "q8_0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -457,6 +458,7 @@ def test_onewell_serve_command_serves_and_stops_on_ctrl_c(smollm_path):
         wait_for(up, timeout=60, what="the server to come up")
         card = httpx.get(url + "/v1/models").json()["data"][0]
         assert card["id"] == "cli-smol" and card["meta"]["n_ctx"] == 256 and card["meta"]["slots"] == 2
+        assert card["meta"]["kv_type"] == "q8_0"   # --kv-type reached the slots' shared executor
         r = httpx.post(url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 2}, timeout=30)
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
         proc.send_signal(signal.SIGINT)

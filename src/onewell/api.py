@@ -31,19 +31,24 @@ def load(
     backend: Literal["native", "reference"] = "native",
     threads: int | None = None,
     n_ctx: int = 4096,
+    kv_type: Literal["f32", "f16", "q8_0"] = "f16",
 ) -> Model:
     """Open a model by registry name (pulled and cached on first use) or .gguf path.
 
     backend: "native" (the C executor, the default) or
     "reference" (numpy, float32: slow, ~4 bytes of memory per parameter). threads: worker threads of the
     native backend (None = all cores); the reference backend leaves threading to numpy's BLAS.
-    n_ctx: tokens of context (prompt + generated) the KV cache holds."""
+    n_ctx: tokens of context (prompt + generated) the KV cache holds. kv_type: the KV cache's element type,
+    "f16" (the default, as llama.cpp's), "f32" or "q8_0" (34 bytes per 32 values; head size a multiple of 32)."""
+    from onewell.runtime.kv_cache import check_kv_type
+
     from onewell.hub import ensure_model
 
     if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0:
         raise ValueError(f"n_ctx must be a positive integer, got {n_ctx!r}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads <= 0):
         raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+    kv_type = check_kv_type(kv_type)
     path = ensure_model(model)
     reader = GGUFReader(path)
     spec = load_spec(reader)
@@ -53,7 +58,7 @@ def load(
 
         embedder = Embedder(spec, tokenizer, backend=backend, threads=threads)
         return Model(spec, tokenizer, None, path=Path(path), reader=reader, embedder=embedder)
-    engine = create_backend(backend, spec, n_ctx=n_ctx, threads=threads)
+    engine = create_backend(backend, spec, n_ctx=n_ctx, threads=threads, kv_type=check_kv_type(kv_type, spec.config.head_dim))
     return Model(spec, tokenizer, engine, path=Path(path), reader=reader)
 
 

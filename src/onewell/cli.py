@@ -76,6 +76,8 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=None, help="worker threads (default: physical cores)")
     p.add_argument("--backend", choices=("native", "reference"), default="native",
                    help="native C core (default) or the numpy reference used as the test oracle")
+    p.add_argument("--kv-type", choices=("f32", "f16", "q8_0"), default="f16",
+                   help="KV cache element type: f16 (default, 2 bytes per value), f32 (4), q8_0 (34 bytes per 32)")
 
 
 def _add_sampling_options(p: argparse.ArgumentParser) -> None:
@@ -128,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     load = _engine("onewell.api", "load", "run")
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     constraint = _constraint_options(args)  # a bad schema fails before the model loads
-    model = load(args.model, backend=args.backend, threads=args.threads)
+    model = load(args.model, backend=args.backend, threads=args.threads, kv_type=args.kv_type)
     for chunk in model.generate(prompt, max_tokens=args.n, stream=True, chat=args.chat, **constraint,
                                 **_sampling_kwargs(args)):
         sys.stdout.write(chunk)
@@ -176,7 +178,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     """Terminal chat with history; Ctrl-C stops the current reply, Ctrl-D (or /exit) leaves."""
     load = _engine("onewell.api", "load", "chat")
     chat_loop = _engine("onewell.chat_cli", "chat_loop", "chat")
-    model = load(args.model, backend=args.backend, threads=args.threads)
+    model = load(args.model, backend=args.backend, threads=args.threads, kv_type=args.kv_type)
     return chat_loop(model, max_tokens=args.n, system=args.system, sampling=_sampling_kwargs(args))
 
 
@@ -259,6 +261,19 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
                 ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
             ]
     return lines
+
+
+def _kv_cache_line(config) -> str:
+    """KV cache memory per context token for each --kv-type (f16 first: the default)."""
+    from onewell.runtime.memory import kv_cache_bytes
+
+    parts = []
+    for kv_type in ("f16", "f32", "q8_0"):
+        if kv_type == "q8_0" and config.head_dim % 32:
+            continue
+        per_token = kv_cache_bytes(config, 1, kv_type=kv_type)
+        parts.append(f"{kv_type} {per_token / 1024:.1f} KiB/token ({per_token * 4096 / 2**20:.0f} MiB at 4096)")
+    return "; ".join(parts)
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@
 
 #include "executor.h"
 #include "kernels/matvec.h"
+#include "kv_cache.h"
 #include "kernels/type_traits.h"
 #include "ops.h"
 #include "ops_layernorm.h"
@@ -267,11 +268,12 @@ static int config_dims(const ow_model_desc *d, int64_t *dims) {
     return 0;
 }
 
-/* The K and V caches (2 x n_layer x n_seq x n_ctx x n_head_kv x head_dim floats) within the machine's memory:
- * they are reserved at once and filled as positions are used, so a wrong n_ctx would be an OOM kill later. */
-static int kv_cache_fits(const ow_model_desc *d, int64_t n_ctx, int64_t n_seq) {
-    const int64_t bytes = ow_size_mul(ow_size_mul(ow_size_mul(ow_size_mul(2 * d->n_layer, n_seq), n_ctx),
-                                                  ow_size_mul(d->n_head_kv, d->head_dim)), sizeof(float));
+/* The K and V caches (2 x n_layer x n_seq x n_ctx rows of n_head_kv x head_dim values of kv_type) within the
+ * machine's memory: they are reserved at once and filled as positions are used, so a wrong n_ctx would be an OOM
+ * kill later. */
+static int kv_cache_fits(const ow_model_desc *d, int64_t n_ctx, int64_t n_seq, int kv_type) {
+    const int64_t row = ow_kv_bytes_checked(kv_type, ow_size_mul(d->n_head_kv, d->head_dim));
+    const int64_t bytes = ow_size_mul(ow_size_mul(ow_size_mul(2 * d->n_layer, n_seq), n_ctx), row);
     const int64_t ram = ow_size_mul(sysconf(_SC_PHYS_PAGES), sysconf(_SC_PAGESIZE));
     if (bytes < 0 || (ram > 0 && bytes > ram)) {
         PyErr_Format(PyExc_ValueError, "executor_create: a KV cache for n_seq %lld x n_ctx %lld needs %lld bytes, "
@@ -281,7 +283,8 @@ static int kv_cache_fits(const ow_model_desc *d, int64_t n_ctx, int64_t n_seq) {
     return 0;
 }
 
-/* executor_create(config, tensors, layers, n_threads, n_ctx, max_batch[, n_seq = 1]) -> capsule
+/* executor_create(config, tensors, layers, n_threads, n_ctx, max_batch[, n_seq = 1[, kv_type = f32]]) -> capsule
+ *   kv_type = the KV cache's ow_kv_type (0 f32, 1 f16, 2 q8_0; kv_cache.h)
  *   config  = {name: number} (config_fields)
  *   tensors = {name: matrix or vector} (model_fields): a matrix is (buffer, type, rows, cols, row_bytes), a
  *             vector a float32 buffer
@@ -290,9 +293,9 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
     (void)self;
     ow_model_desc d = {0};
     PyObject *config, *tensors, *layer_list;
-    int n_threads, n_ctx, max_batch, n_seq = 1;
-    if (!PyArg_ParseTuple(args, "OOO!iii|i", &config, &tensors, &PyList_Type, &layer_list, &n_threads, &n_ctx,
-                          &max_batch, &n_seq))
+    int n_threads, n_ctx, max_batch, n_seq = 1, kv_type = OW_KV_F32;
+    if (!PyArg_ParseTuple(args, "OOO!iii|ii", &config, &tensors, &PyList_Type, &layer_list, &n_threads, &n_ctx,
+                          &max_batch, &n_seq, &kv_type))
         return NULL;
     if (n_seq < 1 || n_ctx < 1 || max_batch < 1 || n_threads < 1 || n_threads > 1024) {
         PyErr_SetString(PyExc_ValueError, "executor_create: n_seq, n_ctx, max_batch must be >= 1, n_threads in [1, 1024]");
@@ -302,6 +305,11 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
     if (parse_named(config, config_fields, N_FIELDS(config_fields), (char *)&d, NULL, NULL, "executor_create: config") < 0 ||
         config_dims(&d, dims) < 0)
         return NULL;
+    if (!ow_kv_type_ok(kv_type, d.head_dim)) {
+        PyErr_Format(PyExc_ValueError, "executor_create: KV cache type %d is unknown or needs another head_dim "
+                     "(q8_0: a multiple of 32) than %lld", kv_type, (long long)d.head_dim);
+        return NULL;
+    }
     if (PyList_GET_SIZE(layer_list) != d.n_layer) {
         PyErr_Format(PyExc_ValueError, "executor_create: %zd layer dicts for n_layer = %lld", PyList_GET_SIZE(layer_list),
                      (long long)d.n_layer);
@@ -342,8 +350,8 @@ static PyObject *py_executor_create(PyObject *self, PyObject *args) {
         }
     }
     d.layers = layers;
-    if (kv_cache_fits(&d, n_ctx, n_seq) < 0) goto done;
-    h->ex = ow_executor_create_multi(&d, n_threads, n_ctx, max_batch, n_seq);
+    if (kv_cache_fits(&d, n_ctx, n_seq, kv_type) < 0) goto done;
+    h->ex = ow_executor_create_kv(&d, n_threads, n_ctx, max_batch, n_seq, kv_type);
     if (!h->ex) {
         PyErr_SetString(PyExc_ValueError, "executor_create: inconsistent model description or out of memory");
         goto done;
@@ -585,15 +593,17 @@ static PyObject *py_executor_configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* executor_info(capsule) -> {threads, kpath, chunk_rows, n_ctx, max_batch, n_seq, ops_isa} */
+/* executor_info(capsule) -> {threads, kpath, chunk_rows, n_ctx, max_batch, n_seq, ops_isa, kv_type} */
 static PyObject *py_executor_info(PyObject *self, PyObject *capsule) {
     (void)self;
     holder *h = get_holder(capsule);
     if (!h) return NULL;
-    return Py_BuildValue("{s:i,s:s,s:L,s:i,s:i,s:i,s:s}", "threads", ow_executor_threads(h->ex), "kpath",
+    static const char *const kv_names[] = {"f32", "f16", "q8_0"};
+    return Py_BuildValue("{s:i,s:s,s:L,s:i,s:i,s:i,s:s,s:s}", "threads", ow_executor_threads(h->ex), "kpath",
                          ow_kpath_name((ow_kpath)ow_executor_kpath(h->ex)), "chunk_rows",
                          (long long)ow_executor_chunk_rows(h->ex), "n_ctx", ow_executor_n_ctx(h->ex), "max_batch",
-                         ow_executor_max_batch(h->ex), "n_seq", ow_executor_n_seq(h->ex), "ops_isa", ow_ops_isa());
+                         ow_executor_max_batch(h->ex), "n_seq", ow_executor_n_seq(h->ex), "ops_isa", ow_ops_isa(),
+                         "kv_type", kv_names[ow_executor_kv_type(h->ex)]);
 }
 
 /* executor_profile(capsule, reset) -> {category: seconds, ..., "calls": n, "tokens": n}; reset zeroes it after */

@@ -7,6 +7,7 @@
 
 #include "kernels/matvec.h"
 #include "kernels/type_traits.h"
+#include "kv_cache.h"
 
 static int parse_path(const char *name, ow_kpath *out) {
     for (int p = 0; p < OW_KPATH_COUNT; p++) {
@@ -99,6 +100,40 @@ static PyObject *py_quantize_act(PyObject *self, PyObject *args) {
     for (Py_ssize_t v = 0; v < n_vec; v++)
         ow_quantize_act_path((ow_atype)at, (const float *)x.buf + v * n_cols, (uint8_t *)out.buf + (size_t)v * row_bytes,
                              n_cols, path);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* kv_store(kv_type, x, head_dim, n_rows, out, path): n_rows rows of head_dim float32 -> the KV cache's bytes
+ * (kv_cache.h), as the executor stores them; f16 follows the ops ISA (set_ops_isa), q8_0 the kernel path. */
+static PyObject *py_kv_store(PyObject *self, PyObject *args) {
+    (void)self;
+    int kv_type;
+    long long hd, n_rows;
+    Py_buffer x, out;
+    const char *path_name;
+    if (!PyArg_ParseTuple(args, "iy*LLw*s", &kv_type, &x, &hd, &n_rows, &out, &path_name)) return NULL;
+    PyObject *result = NULL;
+    ow_kpath path;
+    if (parse_path(path_name, &path) < 0) goto done;
+    if (hd < 1 || hd > OW_MAX_ROW_ELEMS || n_rows < 1 || !ow_kv_type_ok(kv_type, hd)) {
+        PyErr_Format(PyExc_ValueError, "kv_store: KV type %d, head_dim %lld, n_rows %lld: no such type, or a size "
+                     "it does not take (q8_0: head_dim a multiple of 32)", kv_type, hd, n_rows);
+        goto done;
+    }
+    const int64_t row_bytes = ow_kv_bytes_checked(kv_type, hd);
+    if (ow_need(&x, ow_size_mul(hd, n_rows), sizeof(float), "kv_store: x") < 0 ||
+        ow_need(&out, n_rows, row_bytes, "kv_store: out") < 0)
+        goto done;
+    if (check_aligned(x.buf, sizeof(float), "kv_store input") < 0) goto done;
+    if (kv_type != OW_KV_Q8_0 && check_aligned(out.buf, kv_type == OW_KV_F16 ? 2 : 4, "kv_store output") < 0) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    for (long long r = 0; r < n_rows; r++)
+        ow_kv_store((ow_kv_type)kv_type, (uint8_t *)out.buf + r * row_bytes, (const float *)x.buf + r * hd, hd, path);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
@@ -300,6 +335,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"kernel_default_path", py_kernel_default_path, METH_NOARGS, "The path ow_matmul_rows uses for ow_isa_best() (honors ONEWELL_ISA)."},
     {"act_type_for", py_act_type_for, METH_VARARGS, "act_type_for(weight_type) -> activation type id, -1 if the weight type has no kernel."},
     {"quantize_act", py_quantize_act, METH_VARARGS, "quantize_act(act_type, x, n_cols, n_vec, out, path)"},
+    {"kv_store", py_kv_store, METH_VARARGS, "kv_store(kv_type, x, head_dim, n_rows, out, path): rows as the KV cache stores them"},
     {"matmul", py_matmul, METH_VARARGS, "matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path)"},
     {"repack_r16", py_repack_r16, METH_VARARGS,
      "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows, Q4_1 -> Q4_1 R16"},

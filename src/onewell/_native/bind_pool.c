@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bandwidth.h"
+#include "kv_cache.h"
 #include "ops.h"
 #include "threadpool.h"
 
@@ -508,13 +509,13 @@ static PyObject *py_attention(PyObject *self, PyObject *args) {
     if (get_pool(obj, &p) < 0) { release(bufs, 5); return NULL; }
     int64_t qn = ow_size_mul(n_head, hd), kvn = ow_size_mul(ow_size_mul(n_ctx, n_kv), hd), sn = ow_size_mul(ow_pool_threads(p), n_ctx);
     if (n_ctx < 1 || n_head < 1 || n_kv < 1 || hd < 1 || n_head % n_kv || qn < 0 || kvn < 0 || sn < 0 ||
-        (kv_type != OW_KV_F32 && kv_type != OW_KV_F16) || !(softcap >= 0)) {
+        !ow_kv_type_ok(kv_type, hd) || !(softcap >= 0)) {
         release(bufs, 5);
         return PyErr_Format(PyExc_ValueError, "bad attention arguments");
     }
-    int64_t kv_size = kv_type == OW_KV_F16 ? 2 : 4;
-    if (ow_need(&out, qn, 4, "out") < 0 || ow_need(&q, qn, 4, "q") < 0 || ow_need(&k, kvn, kv_size, "k") < 0 ||
-        ow_need(&v, kvn, kv_size, "v") < 0 || ow_need(&sc, sn, 4, "scores") < 0) {
+    const int64_t kv_bytes = ow_kv_bytes_checked(kv_type, kvn);
+    if (ow_need(&out, qn, 4, "out") < 0 || ow_need(&q, qn, 4, "q") < 0 || ow_need_bytes(&k, kv_bytes, "k") < 0 ||
+        ow_need_bytes(&v, kv_bytes, "v") < 0 || ow_need(&sc, sn, 4, "scores") < 0) {
         release(bufs, 5);
         return NULL;
     }

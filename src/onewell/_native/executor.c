@@ -97,7 +97,14 @@ ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_
 }
 
 ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch, int n_seq) {
-    if (!desc_ok(desc) || n_ctx < 1 || max_batch < 1 || max_batch > n_ctx || n_seq < 1) return NULL;
+    return ow_executor_create_kv(desc, n_threads, n_ctx, max_batch, n_seq, OW_KV_F32);
+}
+
+ow_executor *ow_executor_create_kv(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch, int n_seq,
+                                   int kv_type) {
+    if (!desc_ok(desc) || n_ctx < 1 || max_batch < 1 || max_batch > n_ctx || n_seq < 1 ||
+        !ow_kv_type_ok(kv_type, desc->head_dim))
+        return NULL;
     if (n_threads < 1) n_threads = 1;
     ow_executor *ex = calloc(1, sizeof *ex);
     if (!ex) return NULL;
@@ -107,6 +114,7 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
     ex->n_ctx = n_ctx;
     ex->max_batch = max_batch;
     ex->n_seq = n_seq;
+    ex->kv_type = (ow_kv_type)kv_type;
     ex->kpath = ow_kpath_for_isa(ow_isa_best());
     ex->chunk_rows = OW_DEFAULT_CHUNK_ROWS;
     ex->n_q = desc->n_head * desc->head_dim;
@@ -119,7 +127,7 @@ ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, 
     ex->tprof = aligned_alloc(OW_ALIGN, aligned(sizeof(ow_thread_prof) * (size_t)n_threads));
     /* KV cache: large and touched only as positions fill (the allocator maps fresh zero pages lazily) */
     size_t per_seq, kv_raw;
-    if (__builtin_mul_overflow(n_layers * (size_t)n_ctx, (size_t)ex->n_kv * sizeof(float), &per_seq) ||
+    if (__builtin_mul_overflow(n_layers * (size_t)n_ctx, ow_kv_bytes(ex->kv_type, ex->n_kv), &per_seq) ||
         __builtin_mul_overflow(per_seq, (size_t)n_seq, &kv_raw) || kv_raw > SIZE_MAX / 4)
         goto fail;
     const size_t kv_bytes = aligned(kv_raw);
@@ -189,6 +197,7 @@ int ow_executor_threads(const ow_executor *ex) { return ex->n_threads; }
 int ow_executor_n_ctx(const ow_executor *ex) { return ex->n_ctx; }
 int ow_executor_max_batch(const ow_executor *ex) { return ex->max_batch; }
 int ow_executor_n_seq(const ow_executor *ex) { return ex->n_seq; }
+int ow_executor_kv_type(const ow_executor *ex) { return (int)ex->kv_type; }
 int64_t ow_executor_n_vocab(const ow_executor *ex) { return ex->d.n_vocab; }
 int64_t ow_executor_n_embd(const ow_executor *ex) { return ex->d.n_embd; }
 

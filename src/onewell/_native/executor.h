@@ -2,7 +2,7 @@
  * call. Every optional feature is off when its pointer is NULL or its number 0 (see ow_layer_desc, ow_model_desc).
  *
  * The weights stay where Python put them (raw GGUF rows, zero-copy from the file mapping); the executor owns a
- * thread pool, an f32 KV cache and scratch buffers sized once for max_batch tokens, so a step allocates nothing.
+ * thread pool, a KV cache (f32, f16 or q8_0: kv_cache.h) and scratch buffers sized once for max_batch tokens, so a step allocates nothing.
  * Every size was validated in Python first (onewell/runtime/plan.py); the C side rechecks what is cheap and
  * returns an error code rather than touching memory it should not.
  *
@@ -111,9 +111,13 @@ typedef struct ow_executor ow_executor;
 /* NULL if memory or threads could not be had, or desc is inconsistent (the Python plan checks it first).
  * One sequence: the same as ow_executor_create_multi(desc, n_threads, n_ctx, max_batch, 1). */
 ow_executor *ow_executor_create(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch);
-/* n_seq independent sequences, each with its own KV cache of n_ctx positions: the caches take
- * n_seq * n_ctx * n_layer * 2 * (n_head_kv * head_dim) * 4 bytes (mapped lazily, resident as positions fill). */
+/* n_seq independent sequences, each with its own KV cache of n_ctx positions, f32 (ow_executor_create_kv). */
 ow_executor *ow_executor_create_multi(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch, int n_seq);
+/* The same with the cache's element type kv_type (ow_kv_type; NULL if head_dim does not suit it, kv_cache.h):
+ * the caches take n_seq * n_ctx * n_layer * 2 * ow_kv_bytes(kv_type, n_head_kv * head_dim) bytes (mapped lazily,
+ * resident as positions fill). */
+ow_executor *ow_executor_create_kv(const ow_model_desc *desc, int n_threads, int n_ctx, int max_batch, int n_seq,
+                                   int kv_type);
 void ow_executor_destroy(ow_executor *ex);
 
 /* Run tokens[0..n_tokens) at positions pos0.. : fills the KV cache there and writes logits per mode.
@@ -148,6 +152,7 @@ int ow_executor_threads(const ow_executor *ex);
 int ow_executor_n_ctx(const ow_executor *ex);
 int ow_executor_max_batch(const ow_executor *ex);
 int ow_executor_n_seq(const ow_executor *ex);
+int ow_executor_kv_type(const ow_executor *ex);
 int64_t ow_executor_n_vocab(const ow_executor *ex);
 int64_t ow_executor_n_embd(const ow_executor *ex);
 

@@ -8,6 +8,7 @@
 #include "executor.h"
 #include "kernels/matvec.h"
 #include "kernels/type_traits.h"
+#include "kv_cache.h"
 #include "ops.h"
 #include "threadpool.h"
 
@@ -37,7 +38,8 @@ struct ow_executor {
     int64_t n_q, n_kv;          /* n_head * head_dim, n_head_kv * head_dim */
     float attn_scale;           /* d.attn_scale, or 1 / sqrt(head_dim) when that is 0 */
 
-    float *k_cache, *v_cache;   /* [n_seq][n_layer][n_ctx][n_kv] */
+    ow_kv_type kv_type;
+    uint8_t *k_cache, *v_cache; /* [n_seq][n_layer][n_ctx][n_kv] values of kv_type (kv_cache.h) */
 
     /* scratch, carved from one 64-byte aligned arena; B = max_batch */
     void *arena;
@@ -90,6 +92,11 @@ void ow_exec_prepare_input(ow_executor *ex, const float *x, int64_t x_stride, in
 /* Cache rows of (sequence, layer, position 0): the layer's K or V cache of one sequence. */
 static inline size_t ow_cache_offset(const ow_executor *ex, int seq, int layer) {
     return ((size_t)seq * (size_t)ex->d.n_layer + (size_t)layer) * (size_t)ex->n_ctx * (size_t)ex->n_kv;
+}
+
+/* The row of (sequence, layer, position) in cache (ex->k_cache or ex->v_cache), in the cache's element type. */
+static inline uint8_t *ow_cache_row(const ow_executor *ex, uint8_t *cache, int seq, int layer, int pos) {
+    return cache + ow_kv_bytes(ex->kv_type, (int64_t)(ow_cache_offset(ex, seq, layer) + (size_t)pos * (size_t)ex->n_kv));
 }
 
 /* Q, K, V of one layer as one job over their heads: matmul, bias, q/k norm, RoPE; token t's K and V land in the

@@ -131,16 +131,17 @@ static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
         int64_t t0 = ow_prof_start(ex);
         matmul(ex, w, j->views[seg], j->n, y, y_stride, r0, r1);
         t0 = ow_prof_lap(ex, worker, OW_PROF_QKV, t0);
-        float *cache = seg == 1 ? ex->k_cache : ex->v_cache;
+        uint8_t *cache = seg == 1 ? ex->k_cache : ex->v_cache;
         for (int t = 0; t < j->n; t++) {
             float *row = y + t * y_stride + r0;
             if (bias) ow_add_bias_f32(row, bias + r0, 1, r1 - r0);
             if (head_norm) ow_rmsnorm_f32(row, row, head_norm, h1 - h0, hd, ex->d.rms_eps);
             if (seg != 2)
                 ow_rope_apply_f32(row, ex->rope_cs + t * n_rot, 1, h1 - h0, hd, n_rot, (ow_rope_style)ex->d.rope_style);
-            if (seg != 0 && !ex->d.bidirectional) {   /* an encoder's attention reads k_new / v_new */
-                float *dst = cache + ow_cache_offset(ex, ex->seq[t], j->layer) + (size_t)ex->pos[t] * (size_t)ex->n_kv;
-                memcpy(dst + r0, row, (size_t)(r1 - r0) * sizeof(float));
+            if (seg != 0 && !ex->d.bidirectional) {   /* an encoder's attention reads k_new / v_new; r0 is a whole head:
+                                                        a block boundary of every KV type */
+                uint8_t *dst = ow_cache_row(ex, cache, ex->seq[t], j->layer, ex->pos[t]);
+                ow_kv_store(ex->kv_type, dst + ow_kv_bytes(ex->kv_type, r0), row, r1 - r0, ex->kpath);
             }
         }
         ow_prof_lap(ex, worker, OW_PROF_ROPE_KV, t0);
@@ -173,11 +174,12 @@ static void attn_task(void *ctx, int64_t begin, int64_t end, int worker) {
         const int64_t h1 = (end - u < nh - h0) ? h0 + (end - u) : nh;
         /* positions first..pos[t]: all of them, or the last `window` in a sliding-window layer */
         const int64_t first = window > 0 && ex->pos[t] >= window ? ex->pos[t] - window + 1 : 0;
-        const size_t base = ow_cache_offset(ex, ex->seq[t], j->layer) + (size_t)first * (size_t)ex->n_kv;
         const ow_attn_args a = {
-            .out = ex->attn + t * ex->n_q, .q = ex->q + t * ex->n_q, .k = ex->k_cache + base, .v = ex->v_cache + base,
+            .out = ex->attn + t * ex->n_q, .q = ex->q + t * ex->n_q,
+            .k = ow_cache_row(ex, ex->k_cache, ex->seq[t], j->layer, (int)first),
+            .v = ow_cache_row(ex, ex->v_cache, ex->seq[t], j->layer, (int)first),
             .n_ctx = ex->pos[t] + 1 - first, .n_head = nh, .n_head_kv = ex->d.n_head_kv, .head_dim = ex->d.head_dim,
-            .scale = ex->attn_scale, .kv_type = OW_KV_F32, .softcap = ex->d.attn_softcap,
+            .scale = ex->attn_scale, .kv_type = ex->kv_type, .softcap = ex->d.attn_softcap,
         };
         ow_attention_heads(&a, h0, h1, ex->scores + (int64_t)worker * ex->n_ctx);
         u += h1 - h0;

@@ -19,7 +19,8 @@ typedef enum {
     OW_ROPE_NEOX = 1,   /* rotate pairs (i, i + n_rot/2)        (LLAMA_ROPE_TYPE_NEOX: Qwen2) */
 } ow_rope_style;
 
-typedef enum { OW_KV_F32 = 0, OW_KV_F16 = 1 } ow_kv_type;
+/* KV cache element types (kv_cache.h): f32, IEEE f16, ggml Q8_0 blocks of 32 along head_dim */
+typedef enum { OW_KV_F32 = 0, OW_KV_F16 = 1, OW_KV_Q8_0 = 2 } ow_kv_type;
 
 /* out[r] = x[r] * w / sqrt(mean(x[r]^2) + eps) for n_rows rows of dim. out may equal x. */
 void ow_rmsnorm_f32(float *out, const float *x, const float *w, int64_t n_rows, int64_t dim, float eps);
@@ -56,7 +57,8 @@ void ow_f32_to_f16(uint16_t *out, const float *x, int64_t n);
 void ow_f16_to_f32(float *out, const uint16_t *x, int64_t n);
 
 /* Attention of one query position over the first n_ctx positions of one layer's KV cache.
- *   q, out: [n_head][head_dim]; k, v: [n_ctx][n_head_kv][head_dim] of kv_type (row stride n_head_kv*head_dim;
+ *   q, out: [n_head][head_dim]; k, v: [n_ctx][n_head_kv][head_dim] of kv_type (row stride n_head_kv*head_dim
+ *   values; Q8_0: head_dim a multiple of 32, each head's values whole 34-byte blocks, kv_cache.h;
  *   a cache allocated for more positions has the same layout, pass its first n_ctx rows).
  *   Query head h reads kv head h / (n_head / n_head_kv) (grouped-query attention; n_head % n_head_kv == 0).
  *   out[h] = sum_t softmax_t(cap(scale * q[h].k[t])) v[t], softmax with the max subtracted; scale usually

@@ -174,6 +174,56 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
 ATTEND(attend_f32_avx2, float, load_f32)
 ATTEND(attend_f16_avx2, uint16_t, load_f16)
 
+/* 8 int8 quants to floats */
+T256 static inline __m256 q8_to_ps(const int8_t *qs) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)qs)));
+}
+
+T256 static inline float q8_0_d(const uint8_t *block) {
+    uint16_t h;
+    memcpy(&h, block, 2);
+    return _cvtsh_ss(h);
+}
+
+/* Q8_0 (kv_cache.h), head_dim a multiple of 32: a block's 32 products summed in two vectors, scaled by its d once;
+ * the V sum covers 2 blocks (64 dims, 8 accumulators) per pass over the positions, d folded into the weight. */
+T256 void ow_attend_q8_0_avx2(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride,
+                              int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {
+    const int64_t nb = hd / 32;
+    for (int64_t t = 0; t < n_ctx; t++) {
+        const uint8_t *kt = k + t * stride;
+        __m256 total = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const int8_t *qs = (const int8_t *)(kt + b * 34 + 2);
+            const float *qb = q + b * 32;
+            __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(qb), q8_to_ps(qs));
+            __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(qb + 8), q8_to_ps(qs + 8));
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 16), q8_to_ps(qs + 16), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 24), q8_to_ps(qs + 24), a1);
+            total = _mm256_fmadd_ps(_mm256_set1_ps(q8_0_d(kt + b * 34)), _mm256_add_ps(a0, a1), total);
+        }
+        scores[t] = hsum8(total) * scale;
+    }
+    if (cap > 0) ow_softcap_avx2(scores, scores, n_ctx, cap);
+    const __m256 inv = _mm256_set1_ps(weigh(scores, n_ctx));
+    for (int64_t b0 = 0; b0 < nb; b0 += 2) {
+        const int two = b0 + 1 < nb;
+        __m256 acc[8];
+        for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t t = 0; t < n_ctx; t++) {
+            const uint8_t *blk = v + t * stride + b0 * 34;
+            const int8_t *qs = (const int8_t *)(blk + 2);
+            const __m256 w0 = _mm256_set1_ps(scores[t] * q8_0_d(blk));
+            for (int i = 0; i < 4; i++) acc[i] = _mm256_fmadd_ps(w0, q8_to_ps(qs + 8 * i), acc[i]);
+            if (two) {
+                const __m256 w1 = _mm256_set1_ps(scores[t] * q8_0_d(blk + 34));
+                for (int i = 0; i < 4; i++) acc[4 + i] = _mm256_fmadd_ps(w1, q8_to_ps(qs + 34 + 8 * i), acc[4 + i]);
+            }
+        }
+        for (int i = 0; i < (two ? 8 : 4); i++) _mm256_storeu_ps(out + b0 * 32 + 8 * i, _mm256_mul_ps(acc[i], inv));
+    }
+}
+
 T256 static void f32_to_f16_avx2(uint16_t *out, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -192,7 +242,7 @@ T256 static void f16_to_f32_avx2(float *out, const uint16_t *x, int64_t n) {
 
 const ow_ops_kernels ow_ops_avx2 = {
     "avx2", sumsq_avx2, max_avx2, exp_sum_avx2, swiglu_avx2, ow_geglu_avx2, ow_softcap_avx2,
-    attend_f32_avx2, attend_f16_avx2, f32_to_f16_avx2, f16_to_f32_avx2,
+    attend_f32_avx2, attend_f16_avx2, ow_attend_q8_0_avx2, f32_to_f16_avx2, f16_to_f32_avx2,
 };
 
 #endif

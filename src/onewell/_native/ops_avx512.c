@@ -142,7 +142,7 @@ T512 static void f16_to_f32_avx512(float *out, const uint16_t *x, int64_t n) {
 
 const ow_ops_kernels ow_ops_avx512 = {
     "avx512", sumsq_avx512, max_avx512, exp_sum_avx512, swiglu_avx512, ow_geglu_avx2, ow_softcap_avx2,
-    attend_f32_avx512, attend_f16_avx512, f32_to_f16_avx512, f16_to_f32_avx512,
+    attend_f32_avx512, attend_f16_avx512, ow_attend_q8_0_avx2, f32_to_f16_avx512, f16_to_f32_avx512,
 };
 
 #endif

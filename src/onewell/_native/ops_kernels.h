@@ -25,6 +25,10 @@ typedef struct {
                        int64_t head_dim, float scale, float cap, float *scores);
     void (*attend_f16)(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t stride,
                        int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
+    /* Q8_0 (kv_cache.h): k, v at the head's first block of position 0, positions stride_bytes apart;
+     * head_dim a multiple of 32 */
+    void (*attend_q8_0)(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride_bytes,
+                        int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
     void (*f32_to_f16)(uint16_t *out, const float *x, int64_t n);
     void (*f16_to_f32)(float *out, const uint16_t *x, int64_t n);
 } ow_ops_kernels;
@@ -37,6 +41,9 @@ extern const ow_ops_kernels ow_ops_avx512;
  * measurable on the AVX2-only machines this was written on; a CPU with AVX-512 runs AVX2 too). */
 void ow_geglu_avx2(float *out, const float *g, const float *u, int64_t n);
 void ow_softcap_avx2(float *out, const float *x, int64_t n, float cap);
+/* likewise the Q8_0 attention (no AVX-512 machine to tune and test a 512-bit one on) */
+void ow_attend_q8_0_avx2(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride_bytes,
+                         int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
 #endif
 
 /* GELU-tanh constants: gelu(x) = x / (1 + exp(OW_GELU_K * (x + OW_GELU_C * x^3))), OW_GELU_K = -2 sqrt(2/pi) */

@@ -3,6 +3,7 @@
     onewell bench qwen2.5-coder-0.5b-instruct                   # pp128 + tg32 at 1, 2, 4, ... cores threads
     onewell bench MODEL -t 1,2 -p 128 -n 32 -r 5 --json out.json --plot out.png
     onewell bench MODEL --vs llama.cpp=/path/to/llama-bench     # llama-bench rows, interleaved, and the ratio
+    onewell bench MODEL -t 2 -p 0 -n 32 -d 0,4096 --kv-type f16   # tg32 and tg32@d4096 (after 4096 tokens)
 
 The method (docs/benchmarking.md): measure the read bandwidth at each thread count, then time the engine's
 prompt processing and generation there, and relate the two through the bytes of weights each token reads.
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prompt sizes to time (pp); 0 = none (default 128)")
     p.add_argument("-n", "--n-gen", type=lambda s: _int_list(s, 0), default=[32],
                    help="tokens to generate (tg); 0 = none (default 32)")
+    p.add_argument("-d", "--n-depth", type=lambda s: _int_list(s, 0), default=[0],
+                   help="context tokens in the KV cache before each test, e.g. 0,4096 (llama-bench's -d; "
+                        "tests at depth D are named tg32@d4096; default 0)")
+    p.add_argument("--kv-type", choices=("f32", "f16", "q8_0"), default="f16",
+                   help="KV cache element type (default f16); llama-bench gets the same as -ctk/-ctv")
     p.add_argument("-r", "--reps", type=positive_int, default=5, help="repetitions of each test (default 5)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="skip the untimed warm-up run at each thread count")
@@ -139,14 +145,16 @@ def bandwidth_probe(size_mb: int, reps: int) -> Callable[[int], dict[str, float]
 class LlamaBenchSide:
     """The comparison engine: one llama-bench repetition of every test at a thread count per call."""
 
-    def __init__(self, binary: Path, model: Path, tests: list[BenchTest]):
-        self.binary, self.model = binary, model
-        self.n_prompt = [t.n_tokens for t in tests if t.kind == "pp"]
-        self.n_gen = [t.n_tokens for t in tests if t.kind == "tg"]
+    def __init__(self, binary: Path, model: Path, tests: list[BenchTest], kv_type: str | None = None):
+        self.binary, self.model, self.kv_type = binary, model, kv_type
+        self.n_prompt = sorted({t.n_tokens for t in tests if t.kind == "pp"})
+        self.n_gen = sorted({t.n_tokens for t in tests if t.kind == "tg"})
+        self.depths = sorted({t.depth for t in tests})
         self.info: dict | None = None
 
     def __call__(self, threads: int) -> dict[str, float]:
-        rows = llamacpp.run_llama_bench(self.binary, self.model, threads, self.n_prompt, self.n_gen, reps=1)
+        rows = llamacpp.run_llama_bench(self.binary, self.model, threads, self.n_prompt, self.n_gen, reps=1,
+                                        depths=self.depths, kv_type=self.kv_type)
         if self.info is None:
             self.info = llamacpp.version_info(rows, self.binary)
         return {row.test: row.seconds[0] for row in rows}
@@ -158,10 +166,17 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
     from onewell.models.registry import load_spec
     from onewell.runtime.backend import create_backend
 
-    tests = make_tests(args.n_prompt, args.n_gen)
+    from onewell.runtime.kv_cache import check_kv_type
+    from onewell.runtime.memory import kv_cache_bytes
+
+    tests = make_tests(args.n_prompt, args.n_gen, args.n_depth)
     path = Path(ensure_model(args.model, progress=not args.quiet))
     reader = GGUFReader(path)
     spec = load_spec(reader)
+    try:
+        kv_type = check_kv_type(args.kv_type, spec.config.head_dim)
+    except ValueError as e:
+        raise OnewellError(f"--kv-type: {e}") from None
     machine = machine_mod.machine_info()
     threads = args.threads or machine_mod.default_thread_counts(machine["allowed_physical_cores"])
     notes: list[str] = []
@@ -187,7 +202,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
     def make_backend(t: int):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            backend = create_backend(args.backend, spec, n_ctx=context_needed(tests) + 16, threads=t)
+            backend = create_backend(args.backend, spec, n_ctx=context_needed(tests) + 16, threads=t,
+                                     kv_type=kv_type)
         for w in caught:
             if str(w.message) not in notes:
                 notes.append(str(w.message))
@@ -197,7 +213,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
 
     other = None
     if args.vs is not None:
-        other = LlamaBenchSide(llamacpp.find_llama_bench(llamacpp.parse_vs(args.vs)), path, tests)
+        other = LlamaBenchSide(llamacpp.find_llama_bench(llamacpp.parse_vs(args.vs)), path, tests, kv_type)
     probe = None if args.no_bandwidth else bandwidth_probe(args.bandwidth_size_mb, args.bandwidth_reps)
     tg_sizes = [t.n_tokens for t in tests if t.kind == "tg"]
     result = run_benchmark(
@@ -211,8 +227,11 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
         "seed": args.seed, "bandwidth_size_mb": None if args.no_bandwidth else args.bandwidth_size_mb,
         "bandwidth_reps": None if args.no_bandwidth else args.bandwidth_reps,
         "max_batch": max_batch[0] if max_batch else None,
+        "kv_type": kv_type, "depths": sorted({t.depth for t in tests}),
+        "kv_bytes": kv_cache_bytes(spec.config, context_needed(tests) + 16, kv_type=kv_type),
     }
-    return build_report(result, tests=tests, machine=machine, model=model_facts(path, reader, spec),
+    model = {**model_facts(path, reader, spec), "kv_bytes_per_token": kv_cache_bytes(spec.config, 1, kv_type=kv_type)}
+    return build_report(result, tests=tests, machine=machine, model=model,
                         settings=settings, llamacpp=other.info if other else None, warnings=notes)
 
 

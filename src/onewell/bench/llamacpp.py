@@ -115,15 +115,23 @@ def parse_llama_bench_json(text: str) -> list[LlamaBenchRow]:
 
 
 def llama_bench_command(binary: Path, model: Path, threads: int, n_prompt: Sequence[int], n_gen: Sequence[int],
-                        reps: int = 1) -> list[str]:
+                        reps: int = 1, depths: Sequence[int] = (0,), kv_type: str | None = None) -> list[str]:
+    """depths: llama-bench's -d (--n-depth), context tokens before each test; kv_type: its -ctk/-ctv (KV cache
+    element type: f32, f16, q8_0; None = its default, f16)."""
     sizes = lambda ns: ",".join(str(n) for n in ns) or "0"  # noqa: E731 - llama-bench: 0 = no test of that kind
-    return [str(binary), "-o", "json", "-m", str(model), "-p", sizes(n_prompt), "-n", sizes(n_gen),
-            "-t", str(threads), "-r", str(reps)]
+    cmd = [str(binary), "-o", "json", "-m", str(model), "-p", sizes(n_prompt), "-n", sizes(n_gen),
+           "-t", str(threads), "-r", str(reps)]
+    if any(depths):
+        cmd += ["-d", sizes(sorted(set(depths)))]
+    if kv_type is not None:
+        cmd += ["-ctk", kv_type, "-ctv", kv_type]
+    return cmd
 
 
 def run_llama_bench(binary: Path, model: Path, threads: int, n_prompt: Sequence[int], n_gen: Sequence[int],
-                    reps: int = 1, timeout: float = 1800.0) -> list[LlamaBenchRow]:
-    cmd = llama_bench_command(binary, model, threads, n_prompt, n_gen, reps)
+                    reps: int = 1, timeout: float = 1800.0, depths: Sequence[int] = (0,),
+                    kv_type: str | None = None) -> list[LlamaBenchRow]:
+    cmd = llama_bench_command(binary, model, threads, n_prompt, n_gen, reps, depths, kv_type)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except OSError as e:

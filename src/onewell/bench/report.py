@@ -3,11 +3,12 @@
 The JSON is the single source: the table and the plot are drawn from it, so what is printed is what is saved.
 Definitions (docs/benchmarking.md explains them):
   bytes per token   weight bytes read per token: tg = every weight but the embedding gather
-                    (ModelSpec.bytes_per_token); pp = that once per batch chunk of the engine (onewell's
+                    (ModelSpec.bytes_per_token), plus at depth D the KV cache it attends to (D + (N+1)/2 positions
+                    of model.kv_bytes_per_token); pp = the weights once per batch chunk of the engine (onewell's
                     max_batch, llama.cpp's n_ubatch), divided by the prompt length
   achieved GB/s     bytes per token x tok/s (median)
   utilization       achieved GB/s / read bandwidth measured in the same run at the same thread count
-  ceiling tok/s     read bandwidth / bytes per token: the tg speed if every weight byte came at that bandwidth
+  ceiling tok/s     read bandwidth / bytes per token: the tg speed if every byte it reads came at that bandwidth
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ SCHEMA: dict = {
                 "backend": {"enum": ["native", "reference"]},
                 "backend_class": {"type": "string", "description": "the class that ran (shows a fallback)"},
                 "threads": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1},
-                "tests": {"type": "array", "items": {"type": "string", "pattern": "^(pp|tg)[0-9]+$"}},
+                "tests": {"type": "array", "items": {"type": "string", "pattern": "^(pp|tg)[0-9]+(@d[0-9]+)?$"}},
                 "reps": {"type": "integer", "minimum": 1},
                 "warmup": {"type": "boolean"},
                 "seed": {"type": "integer"},
@@ -99,6 +100,11 @@ SCHEMA: dict = {
                 "bandwidth_reps": _int_or_null,
                 "max_batch": {"type": ["integer", "null"], "minimum": 1,
                               "description": "prompt tokens per forward chunk of the onewell backend (null: one)"},
+                "kv_type": {"enum": ["f32", "f16", "q8_0"], "description": "KV cache element type (both engines)"},
+                "depths": {"type": "array", "items": {"type": "integer", "minimum": 0},
+                           "description": "context tokens before the tests (llama-bench -d)"},
+                "kv_bytes": {"type": "integer", "minimum": 0,
+                             "description": "KV cache the onewell backend reserved for the longest test"},
             },
         },
         "bandwidth": {
@@ -121,7 +127,8 @@ SCHEMA: dict = {
                 "additionalProperties": False,
                 "properties": {
                     "engine": {"enum": list(ENGINES)},
-                    "test": {"type": "string", "pattern": "^(pp|tg)[0-9]+$"},
+                    "test": {"type": "string", "pattern": "^(pp|tg)[0-9]+(@d[0-9]+)?$"},
+                    "depth": {"type": "integer", "minimum": 0, "description": "context tokens before the test"},
                     "kind": {"enum": ["pp", "tg"]},
                     "n_tokens": {"type": "integer", "minimum": 1},
                     "threads": {"type": "integer", "minimum": 1},
@@ -211,24 +218,27 @@ def _weight_passes(n_tokens: int, batch: int | None) -> int:
 
 
 def _result_rows(run: RunResult, tests: Sequence[BenchTest], weight_bytes: int,
-                 batch: dict[str, int | None]) -> list[dict]:
+                 batch: dict[str, int | None], kv_bytes_per_token: int = 0) -> list[dict]:
     by_name = {t.name: t for t in tests}
     rows = []
     for (engine, name, threads), seconds in run.seconds.items():
         test = by_name.get(name) or BenchTest.parse(name)
         tok_s = [test.n_tokens / s for s in seconds]
         stats = tok_s_stats(tok_s)
-        per_token = weight_bytes if test.kind == "tg" else \
+        # a generated token at depth D also reads the cache of the D + (its index) positions before it
+        kv_read = kv_bytes_per_token * (test.depth + (test.n_tokens + 1) / 2) if test.depth else 0
+        per_token = weight_bytes + kv_read if test.kind == "tg" else \
             weight_bytes * _weight_passes(test.n_tokens, batch.get(engine)) / test.n_tokens
         achieved = per_token * stats["median"] / 1e9
         bw = run.bandwidth.get(threads, {}).get("median")
         spread = 100.0 * (stats["max"] - stats["min"]) / stats["median"]
         rows.append({
-            "engine": engine, "test": name, "kind": test.kind, "n_tokens": test.n_tokens, "threads": threads,
+            "engine": engine, "test": name, "kind": test.kind, "n_tokens": test.n_tokens, "depth": test.depth,
+            "threads": threads,
             "samples_s": list(seconds), "tok_s": stats, "spread_pct": spread, "noisy": spread > NOISE_LIMIT_PCT,
             "bytes_per_token": per_token, "achieved_gbps": achieved, "read_bandwidth_gbps": bw,
             "utilization": achieved / bw if bw else None,
-            "ceiling_tok_s": bw * 1e9 / weight_bytes if bw and test.kind == "tg" else None,
+            "ceiling_tok_s": bw * 1e9 / per_token if bw and test.kind == "tg" else None,
             "speedup_vs_1t": None,
         })
     one_thread = {(r["engine"], r["test"]): r["tok_s"]["median"] for r in rows if r["threads"] == 1}
@@ -302,7 +312,7 @@ def build_report(run: RunResult, *, tests: Sequence[BenchTest], machine: dict, m
                  llamacpp: dict | None = None, warnings: Sequence[str] = ()) -> dict:
     """The JSON document (see SCHEMA) for one bench run."""
     batch = {"onewell": settings.get("max_batch"), "llama.cpp": (llamacpp or {}).get("n_ubatch")}
-    rows = _result_rows(run, tests, model["weight_bytes_per_token"], batch)
+    rows = _result_rows(run, tests, model["weight_bytes_per_token"], batch, model.get("kv_bytes_per_token", 0))
     notes = list(warnings)
     for r in rows:
         if r["noisy"]:
@@ -349,7 +359,11 @@ def render_header(report: dict) -> list[str]:
         f"{', virtualized' if m.get('virtualized') else ''}); ISA {m['isa'] or '?'}, kernel path "
         f"{m['kernel_path'] or '?'}{' (ONEWELL_ISA=' + m['isa_override'] + ')' if m.get('isa_override') else ''}",
         f"threads: {', '.join(map(str, s['threads']))}; {placement_note(m, s['threads'])}",
-        f"engine:  onewell {m['onewell_version']}, backend {s['backend']} ({s['backend_class']}); "
+        f"engine:  onewell {m['onewell_version']}, backend {s['backend']} ({s['backend_class']}"
+        + (f", KV cache {s['kv_type']}" if s.get("kv_type") else "")
+        + (f" {s['kv_bytes'] / 1e6:.1f} MB" if s.get("kv_bytes") is not None else "")
+        + (f", {model['kv_bytes_per_token'] / 1e3:.1f} kB/token" if model.get("kv_bytes_per_token") else "")
+        + "); "
         f"{s['reps']} repetitions{', after a warm-up' if s['warmup'] else ', no warm-up'}"
         + (f"; load average {m['load_average'][0]:.2f} at start" if m.get("load_average") else ""),
     ]

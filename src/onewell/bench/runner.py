@@ -3,6 +3,9 @@
 pp N: one forward of N prompt tokens from an empty cache (the time to first token, minus sampling).
 tg N: N single-token greedy steps after a 1-token prompt; each step feeds back the argmax of the last. Only
       the N steps are timed. Decode reads every weight once per token, so tg is the memory-bound test.
+@dD:  the same after a context of D tokens (llama-bench's -d/--n-depth; it prints "tg32 @ d4096"): the cache
+      holds D positions first, untimed, so attention reads D keys and values per layer and token. The D
+      tokens are evaluated once per backend and kept; each repetition truncates the cache back to them.
 
 Token ids are fixed pseudo-random numbers (seeded): speed does not depend on what the tokens say, and no
 tokenizer is needed. Order within a thread count: read bandwidth first (nothing else running), then the
@@ -26,29 +29,40 @@ TG_PROMPT_TOKENS = 1  # positions of tg N are 1..N, next to llama-bench's 0..N-1
 class BenchTest:
     kind: Literal["pp", "tg"]
     n_tokens: int
+    depth: int = 0  # tokens in the cache before the test
 
     @property
     def name(self) -> str:
-        return f"{self.kind}{self.n_tokens}"
+        """pp128, tg32, tg32@d4096 (the names onewell.bench.llamacpp gives llama-bench's rows)."""
+        return f"{self.kind}{self.n_tokens}" + (f"@d{self.depth}" if self.depth else "")
 
     @classmethod
     def parse(cls, name: str) -> BenchTest:
-        kind, digits = name[:2], name[2:]
-        if kind not in ("pp", "tg") or not digits.isdigit() or int(digits) <= 0:
-            raise ValueError(f"test names look like pp128 or tg32, got {name!r}")
-        return cls(kind, int(digits))  # type: ignore[arg-type]
+        base, sep, depth = name.partition("@d")
+        kind, digits = base[:2], base[2:]
+        if (kind not in ("pp", "tg") or not digits.isdigit() or int(digits) <= 0
+                or (sep and not (depth.isdigit() and int(depth) > 0))):
+            raise ValueError(f"test names look like pp128, tg32 or tg32@d4096, got {name!r}")
+        return cls(kind, int(digits), int(depth) if sep else 0)  # type: ignore[arg-type]
 
 
-def make_tests(n_prompt: Sequence[int], n_gen: Sequence[int]) -> list[BenchTest]:
-    """pp tests then tg tests; 0 in either list means none of that kind (as llama-bench's -p 0 / -n 0)."""
-    tests = [BenchTest("pp", n) for n in n_prompt if n > 0] + [BenchTest("tg", n) for n in n_gen if n > 0]
+def make_tests(n_prompt: Sequence[int], n_gen: Sequence[int], depths: Sequence[int] = (0,)) -> list[BenchTest]:
+    """Per depth (ascending), pp tests then tg tests; 0 in either size list means none of that kind (as
+    llama-bench's -p 0 / -n 0). The tests of one depth are neighbours, so a repetition evaluates each depth's
+    context at most once (a depth-0 test overwrites it)."""
+    depths = sorted(set(depths)) or [0]
+    if min(depths) < 0:
+        raise ValueError(f"depths must be >= 0, got {depths}")
+    tests = [BenchTest(kind, n, d) for d in depths for kind, sizes in (("pp", n_prompt), ("tg", n_gen))
+             for n in sizes if n > 0]
     if not tests:
         raise ValueError("nothing to measure: every prompt and generation size is 0")
     return tests
 
 
 def context_needed(tests: Sequence[BenchTest]) -> int:
-    return max(t.n_tokens if t.kind == "pp" else TG_PROMPT_TOKENS + t.n_tokens for t in tests)
+    return max(t.depth + (t.n_tokens if t.kind == "pp" else (0 if t.depth else TG_PROMPT_TOKENS) + t.n_tokens)
+               for t in tests)
 
 
 def token_ids(n_vocab: int, n: int, seed: int) -> list[int]:
@@ -70,26 +84,47 @@ class EngineTimer:
         self.backend = backend
         self.n_vocab = n_vocab
         self.seed = seed
+        self._context: tuple[int, int] | None = None  # (depth, next token) the cache's first positions hold
 
     def run(self, test: BenchTest) -> float:
         """Seconds the test took."""
-        return self.time_pp(test.n_tokens) if test.kind == "pp" else self.time_tg(test.n_tokens)
+        if test.kind == "pp":
+            return self.time_pp(test.n_tokens, test.depth)
+        return self.time_tg(test.n_tokens, test.depth)
 
-    def time_pp(self, n: int) -> float:
+    def time_pp(self, n: int, depth: int = 0) -> float:
         ids = token_ids(self.n_vocab, n, self.seed)
-        self.backend.reset()
+        self.fill_context(depth)
         start = time.perf_counter_ns()
         self.backend.forward(ids)
         return (time.perf_counter_ns() - start) * 1e-9
 
-    def time_tg(self, n: int) -> float:
-        return self.tg_steps(self.start_tg(), n)
+    def time_tg(self, n: int, depth: int = 0) -> float:
+        return self.tg_steps(self.start_tg(depth), n)
 
-    def start_tg(self) -> int:
-        """Empty the cache and evaluate the short prompt; returns the first token to feed (untimed)."""
+    def start_tg(self, depth: int = 0) -> int:
+        """Depth 0: empty the cache and evaluate the short prompt. Else the depth's context. Returns the first
+        token to feed (untimed)."""
+        if depth:
+            return self.fill_context(depth)
         prompt = token_ids(self.n_vocab, TG_PROMPT_TOKENS, self.seed + 1)
         self.backend.reset()
+        self._context = None
         return int(np.argmax(self.backend.forward(prompt)))
+
+    def fill_context(self, depth: int) -> int:
+        """Leave exactly `depth` context tokens in the cache (evaluated once, then kept by truncating back to
+        them); returns the greedy token after them (0 at depth 0)."""
+        if depth == 0:
+            self.backend.reset()
+            self._context = None  # positions from 0 on are about to be overwritten
+            return 0
+        if self._context is None or self._context[0] != depth or self.backend.n_past < depth:
+            self.backend.reset()
+            ids = token_ids(self.n_vocab, depth, self.seed + 2)
+            self._context = (depth, int(np.argmax(self.backend.forward(ids))))
+        self.backend.truncate(depth)
+        return self._context[1]
 
     def tg_steps(self, token: int, n: int) -> float:
         """Seconds of n greedy single-token steps starting from `token`."""
@@ -105,6 +140,8 @@ class EngineTimer:
             self.time_pp(max(t.n_tokens for t in pp))
         if any(t.kind == "tg" for t in tests):
             self.time_tg(1)
+        for depth in sorted({t.depth for t in tests if t.depth}):
+            self.fill_context(depth)  # the contexts' evaluation is not part of any timed test
 
 
 def profile_tokens(backend, n_vocab: int, n_tokens: int, seed: int = 0) -> dict | None:

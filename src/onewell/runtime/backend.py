@@ -79,13 +79,15 @@ def batch_groups(backends: Sequence[Backend]) -> list[tuple[BatchedBackend, list
     return list(groups.values())
 
 
-def create_backend(kind: str, spec: ModelSpec, n_ctx: int, threads: int | None = None) -> Backend:
+def create_backend(kind: str, spec: ModelSpec, n_ctx: int, threads: int | None = None,
+                   kv_type: str | None = None) -> Backend:
+    """kv_type: the KV cache's element type ("f32", "f16", "q8_0"; None = f16), the same for both kinds."""
     if kind not in BACKEND_KINDS:
         raise ValueError(f"unknown backend {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
     if kind == "native":
         from onewell.runtime.native import NativeBackend
 
-        return NativeBackend(spec, n_ctx=n_ctx, threads=threads)
+        return NativeBackend(spec, n_ctx=n_ctx, threads=threads, kv_type=kv_type)
     from onewell.runtime.reference import ReferenceBackend
 
-    return ReferenceBackend(spec, n_ctx=n_ctx)
+    return ReferenceBackend(spec, n_ctx=n_ctx, kv_type=kv_type)

@@ -11,17 +11,16 @@ import warnings
 
 from onewell.errors import OnewellError
 from onewell.models.base import ModelConfig
-
-KV_BYTES_PER_VALUE = 4  # the native executor's KV cache is float32
+from onewell.runtime.kv_cache import kv_bytes
 
 
 class ResourceLimitError(OnewellError, MemoryError):
     """A setting (context length, number of sequences) needs more memory than this machine has."""
 
 
-def kv_cache_bytes(config: ModelConfig, n_ctx: int, n_seq: int = 1) -> int:
-    """K and V for every layer, position and sequence."""
-    return n_seq * n_ctx * config.n_layer * 2 * config.n_head_kv * config.head_dim * KV_BYTES_PER_VALUE
+def kv_cache_bytes(config: ModelConfig, n_ctx: int, n_seq: int = 1, kv_type: str | None = None) -> int:
+    """K and V for every layer, position and sequence, in the cache's element type (None = the default, f16)."""
+    return n_seq * n_ctx * config.n_layer * 2 * kv_bytes(kv_type, config.n_head_kv * config.head_dim)
 
 
 def available_memory_bytes() -> int | None:
@@ -36,17 +35,18 @@ def available_memory_bytes() -> int | None:
     return None
 
 
-def check_kv_cache_fits(config: ModelConfig, n_ctx: int, n_seq: int = 1, available: int | None = None) -> int:
+def check_kv_cache_fits(config: ModelConfig, n_ctx: int, n_seq: int = 1, available: int | None = None,
+                        kv_type: str | None = None) -> int:
     """Raise ResourceLimitError when the KV cache cannot fit in available memory; warn past the trained
     context length. Returns the KV cache bytes."""
-    need = kv_cache_bytes(config, n_ctx, n_seq)
+    need = kv_cache_bytes(config, n_ctx, n_seq, kv_type)
     have = available_memory_bytes() if available is None else available
     if have is not None and need > have:
-        per_token = kv_cache_bytes(config, 1, n_seq)
+        per_token = kv_cache_bytes(config, 1, n_seq, kv_type)
         raise ResourceLimitError(
             f"a KV cache for {n_seq} sequence(s) x {n_ctx} tokens needs {need / 1e9:.1f} GB, but only "
             f"{have / 1e9:.1f} GB of memory is available; use a context of at most {have // per_token} tokens "
-            f"(or fewer parallel sequences)")
+            f"(or fewer parallel sequences, or a smaller --kv-type)")
     if n_ctx > config.n_ctx_train:
         warnings.warn(f"context of {n_ctx} tokens is longer than the {config.n_ctx_train} the model was trained "
                       f"on; quality degrades past it", RuntimeWarning, stacklevel=3)

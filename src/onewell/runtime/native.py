@@ -37,10 +37,11 @@ class NativeBackend(NativeSequence):
     plus the engine's profiling, info and thread count."""
 
     def __init__(self, spec: ModelSpec, n_ctx: int = 4096, threads: int | None = None, max_batch: int = 64,
-                 isa: str | None = None, chunk_rows: int | None = None, repack: bool | Iterable[str] | None = None):
-        """Arguments as NativeMultiBackend's (n_seq = 1)."""
+                 isa: str | None = None, chunk_rows: int | None = None, repack: bool | Iterable[str] | None = None,
+                 kv_type: str | None = None):
+        """Arguments as NativeMultiBackend's (n_seq = 1); kv_type: "f32", "f16" (None: the default), "q8_0"."""
         super().__init__(NativeMultiBackend(spec, 1, n_ctx=n_ctx, threads=threads, max_batch=max_batch, isa=isa,
-                                            chunk_rows=chunk_rows, repack=repack), 0)
+                                            chunk_rows=chunk_rows, repack=repack, kv_type=kv_type), 0)
         self.max_batch = self.multi.max_batch
         self.plan = self.multi.plan
         self._ex = self.multi._ex

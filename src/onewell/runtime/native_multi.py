@@ -2,8 +2,8 @@
 for the tokens of all of them (on a memory-bound CPU, 4 sequences cost little more than 1).
 
 Each sequence (slot) has its own KV cache of n_ctx positions inside the executor; memory for the caches is
-n_seq * n_ctx * n_layer * 2 * (n_head_kv * head_dim) * 4 bytes, touched only as positions fill (SmolLM2-135M:
-46 KiB per position, so 4 slots of 4096 positions reserve 755 MB).
+n_seq * n_ctx * n_layer * 2 * (n_head_kv * head_dim) * bytes per value (f16: 2, f32: 4, q8_0: 34/32), touched
+only as positions fill (SmolLM2-135M, f16: 23 KiB per position, so 4 slots of 4096 positions reserve 377 MB).
 
     multi = NativeMultiBackend(spec, n_seq=4, n_ctx=4096)
     logits = multi.forward_batch([(0, prompt_a), (1, prompt_b)])   # one (n_vocab,) array per request
@@ -21,7 +21,8 @@ import numpy as np
 
 from onewell._native import _core
 from onewell.models.base import ModelSpec
-from onewell.runtime.memory import check_kv_cache_fits
+from onewell.runtime.kv_cache import KV_TYPE_IDS, check_kv_type
+from onewell.runtime.memory import check_kv_cache_fits, kv_cache_bytes
 from onewell.runtime.native_kernels import default_repack, resolve_path
 from onewell.runtime.plan import ExecutorPlan, build_plan, check_room, check_tokens, repack_type_set
 
@@ -55,7 +56,8 @@ class NativeMultiBackend:
 
     def __init__(self, spec: ModelSpec, n_seq: int, n_ctx: int = 4096, threads: int | None = None,
                  max_batch: int = 64, isa: str | None = None, chunk_rows: int | None = None,
-                 repack: bool | Iterable[str] | None = None, plan: ExecutorPlan | None = None):
+                 repack: bool | Iterable[str] | None = None, plan: ExecutorPlan | None = None,
+                 kv_type: str | None = None):
         """n_ctx: positions per sequence. threads: None = the physical cores. max_batch: tokens per native
         step (longer inputs run in several). isa: kernel path of the matmuls ("generic", "avx2", "avx2-vnni",
         "avx512"; None = the best this CPU has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed
@@ -63,7 +65,8 @@ class NativeMultiBackend:
         embedding table of the token gather) to their R16 layouts at load; None = the path's choice
         (native_kernels.DEFAULT_REPACK), True / False all or none, or a collection of the types to convert
         ("q8_0", ...). Every path computes every layout correctly. plan: reuse one
-        built for these weights (and its repacked copies) instead."""
+        built for these weights (and its repacked copies) instead. kv_type: the KV caches' element type, "f32",
+        "f16" (None: the default) or "q8_0" (head_dim a multiple of 32); runtime/kv_cache.py."""
         self.n_seq = _positive_int("n_seq", n_seq)
         self.n_ctx = _positive_int("n_ctx", n_ctx)
         threads = _positive_int("threads", threads, allow_none=True)
@@ -74,12 +77,14 @@ class NativeMultiBackend:
             repack = repack_type_set(repack)  # ValueError for anything but a bool or known types, before C
         self.spec = spec
         self.config = spec.config
-        check_kv_cache_fits(spec.config, self.n_ctx, self.n_seq)  # refuse before C reserves n_seq caches
+        self.kv_type = check_kv_type(kv_type, spec.config.head_dim)
+        # refuse before C reserves n_seq caches
+        check_kv_cache_fits(spec.config, self.n_ctx, self.n_seq, kv_type=self.kv_type)
         if plan is None:
             plan = build_plan(spec, repack=default_repack(path) if repack is None else repack)
         self.plan = plan
         self._ex = _core.executor_create(*plan.native_args(), threads or physical_cores(), self.n_ctx,
-                                         self.max_batch, self.n_seq)
+                                         self.max_batch, self.n_seq, KV_TYPE_IDS[self.kv_type])
         if path is not None or chunk_rows is not None:
             _core.executor_configure(self._ex, path, chunk_rows or 0, -1)
         self._n_past = [0] * self.n_seq
@@ -92,7 +97,7 @@ class NativeMultiBackend:
         info = backend.info()
         return cls(backend.spec, n_seq, n_ctx=n_ctx or backend.n_ctx, threads=threads or info["threads"],
                    max_batch=backend.max_batch, isa=info["kpath"], chunk_rows=info["chunk_rows"],
-                   plan=backend.plan)
+                   plan=backend.plan, kv_type=backend.kv_type)
 
     # ---- sequences ----
 
@@ -124,9 +129,13 @@ class NativeMultiBackend:
         return self.info()["kpath"]
 
     def info(self) -> dict:
-        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch, n_seq, and repacked: the
-        R16 copies made at load ({"matrices", "bytes" of memory they take, "source_bytes" of the originals})."""
-        return {**_core.executor_info(self._ex), "repacked": self.plan.repacked}
+        """threads, kpath (matmul kernel path), ops_isa, chunk_rows, n_ctx, max_batch, n_seq, kv_type, kv_bytes
+        (the KV caches reserved for n_seq x n_ctx positions), kv_bytes_per_token (of one sequence), and
+        repacked: the R16 copies made at load ({"matrices", "bytes" of memory they take, "source_bytes" of the
+        originals})."""
+        return {**_core.executor_info(self._ex), "repacked": self.plan.repacked,
+                "kv_bytes": kv_cache_bytes(self.config, self.n_ctx, self.n_seq, self.kv_type),
+                "kv_bytes_per_token": kv_cache_bytes(self.config, 1, kv_type=self.kv_type)}
 
     @property
     def profile(self) -> bool:
@@ -215,6 +224,7 @@ class NativeSequence:
         self.n_ctx = multi.n_ctx
         self.spec = multi.spec
         self.config = multi.config
+        self.kv_type = multi.kv_type
 
     @property
     def n_past(self) -> int:

@@ -7,7 +7,9 @@
     rope(x, pos, freq_base, style, n_rot=None)   in place on x: (n_tok, n_head, head_dim) or (n_head, head_dim)
     rope_apply(x, table, style)                  the same with a table from rope_table
     attention(q, k, v, n_ctx=None, scale=None, pool=None, out=None)
-                                                 q: (n_head, hd); k, v: (cap, n_head_kv, hd) float32 or float16
+                                                 q: (n_head, hd); k, v: (cap, n_head_kv, hd) float32 or float16,
+                                                 or uint8 (cap, n_head_kv, hd/32*34): q8_0 blocks (kv_store)
+    kv_store(x, kv_type, path=None)              x: (..., hd) float32 -> the KV cache's stored form of kv_type
     swiglu(g, u, out=None), geglu(g, u, out=None), softcap(x, cap, out=None), add(a, b, out=None), add_bias(x, bias) (in place), softmax(x, out=None), argmax(x)
     f32_to_f16(x) -> float16, f16_to_f32(x) -> float32
 
@@ -247,16 +249,22 @@ def rope(x: np.ndarray, pos, freq_base: float, style: str, n_rot: int | None = N
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_ctx: int | None = None, scale: float | None = None,
               pool: ThreadPool | None = None, out: np.ndarray | None = None, softcap: float = 0.0) -> np.ndarray:
     """One query position over the first n_ctx positions of k, v (default: all of them); GQA by head groups.
+    The KV type follows k's dtype: float32, float16, or uint8 for q8_0 blocks of 34 bytes per 32 values.
     softcap > 0 soft-caps the scaled scores (softcap * tanh(s / softcap)) before the softmax."""
     q = _f32("q", q, (2,))
-    k = _array("k", k, (np.float32, np.float16), (3,))
-    v = _array("v", v, (np.float32, np.float16), (3,))
+    k = _array("k", k, (np.float32, np.float16, np.uint8), (3,))
+    v = _array("v", v, (np.float32, np.float16, np.uint8), (3,))
     n_head, hd = q.shape
-    cap, n_kv, khd = k.shape
+    cap, n_kv, width = k.shape
     if v.shape != k.shape or v.dtype != k.dtype:
         raise ValueError(f"v {v.shape} {v.dtype} must match k {k.shape} {k.dtype}")
-    if khd != hd or hd == 0:
-        raise ValueError(f"head_dim of k ({khd}) must equal q's ({hd}) and be > 0")
+    kv_type = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint8): 2}[k.dtype]
+    if kv_type == 2:
+        if hd % 32 or width != hd // 32 * 34:
+            raise ValueError(f"q8_0 k, v rows of a head must be {hd} // 32 * 34 bytes (head_dim a multiple of 32, "
+                             f"from q: {hd}), got {width}")
+    elif width != hd or hd == 0:
+        raise ValueError(f"head_dim of k ({width}) must equal q's ({hd}) and be > 0")
     if n_kv == 0 or n_head == 0 or n_head % n_kv:
         raise ValueError(f"n_head={n_head} must be a positive multiple of n_head_kv={n_kv}")
     n_ctx = cap if n_ctx is None else int(n_ctx)
@@ -270,8 +278,28 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_ctx: int | None = N
     capsule = _pool_capsule(pool)
     out = _out("out", out, (n_head, hd))
     scores = np.empty((pool.n_threads if pool else 1) * n_ctx, dtype=np.float32)
-    kv_type = 1 if k.dtype == np.float16 else 0
     _core.attention(capsule, out, q, k, v, scores, n_ctx, n_head, n_kv, hd, scale, kv_type, float(softcap))
+    return out
+
+
+def kv_store(x: np.ndarray, kv_type: str, path: str | None = None) -> np.ndarray:
+    """x (..., head_dim) float32 as the executor's KV cache stores it (runtime/kv_cache.py: to_bytes is the
+    numpy twin): float32, float16 (by the ops ISA) or uint8 q8_0 blocks (..., head_dim / 32 * 34) quantized on
+    kernel path `path` (None: this CPU's best)."""
+    from onewell.runtime.kv_cache import KV_TYPE_IDS, check_kv_type, kv_bytes
+
+    x = _f32("x", x, tuple(range(1, 33)))
+    hd = x.shape[-1]
+    if hd == 0 or x.size == 0:
+        raise ValueError(f"x must hold at least one row of head_dim > 0 values, got shape {x.shape}")
+    kv_type = check_kv_type(kv_type, hd)
+    path = _core.kernel_default_path() if path is None else path
+    if path not in _core.kernel_paths():
+        raise ValueError(f"kernel path {path!r} is not one of this CPU's: {', '.join(_core.kernel_paths())}")
+    dtype = {"f32": np.float32, "f16": np.float16, "q8_0": np.uint8}[kv_type]
+    width = hd if kv_type != "q8_0" else kv_bytes("q8_0", hd)
+    out = np.empty((*x.shape[:-1], width), dtype=dtype)
+    _core.kv_store(KV_TYPE_IDS[kv_type], x, hd, x.size // hd, out, path)
     return out
 
 

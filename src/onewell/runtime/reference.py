@@ -1,5 +1,6 @@
 """The numpy reference backend: the transformer forward pass written to be read, the oracle the native
-executor is tested against. Float32 throughout, like llama2.c's run.c: sections in data-flow order.
+executor is tested against. Float32 throughout (the KV cache rounds what it stores through its element type, f16
+by default, as the native one does), like llama2.c's run.c: sections in data-flow order.
 Every feature of the model description (models/base.py) is here: q/k norms, post-norms, GeGLU, embedding
 scale, attention scale and soft-capping, sliding windows, per-layer RoPE bases, partial RoPE with frequency
 factors, final logit soft-capping, bidirectional attention.
@@ -134,7 +135,9 @@ ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
 class ReferenceBackend:
     """Backend protocol (runtime/backend.py) in numpy. Not fast: it is the readable oracle."""
 
-    def __init__(self, spec: ModelSpec, n_ctx: int = 4096):
+    def __init__(self, spec: ModelSpec, n_ctx: int = 4096, kv_type: str | None = None):
+        """kv_type: the KV cache's element type (runtime/kv_cache.py; None = f16, the native default): stored
+        keys and values are rounded through it, as the native executor's cache stores them."""
         if isinstance(n_ctx, bool) or not isinstance(n_ctx, (int, np.integer)) or n_ctx <= 0:
             raise ValueError(f"n_ctx must be a positive integer, got {n_ctx!r}")
         self.spec = spec
@@ -146,7 +149,11 @@ class ReferenceBackend:
         self.output_norm = dense(spec.output_norm)
         self.output = dense(spec.output)  # (n_vocab, n_embd); for tied models also the embedding table
         self.rope_freqs = dense(spec.rope_freqs)
-        self.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim)
+        self.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim, kv_type)
+
+    @property
+    def kv_type(self) -> str:
+        return self.cache.kv_type
 
     @property
     def n_past(self) -> int:
@@ -158,12 +165,13 @@ class ReferenceBackend:
         arrays = [self.output_norm, self.output, self.rope_freqs] + [a for layer in self.layers for a in layer.values()]
         return sum(a.nbytes for a in arrays if a is not None)
 
-    def fork(self) -> ReferenceBackend:
-        """A backend on the same dequantized weights with an empty KV cache of its own (another sequence)."""
+    def fork(self, kv_type: str | None = None) -> ReferenceBackend:
+        """A backend on the same dequantized weights with an empty KV cache of its own (another sequence), of
+        this one's element type unless kv_type names another."""
         clone = object.__new__(ReferenceBackend)
         clone.__dict__.update(self.__dict__)
         cfg = self.config
-        clone.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim)
+        clone.cache = KVCache(cfg.n_layer, self.n_ctx, cfg.n_head_kv, cfg.head_dim, kv_type or self.kv_type)
         return clone
 
     def truncate(self, n_past: int) -> None:

@@ -497,6 +497,7 @@ async def list_models(request: Request) -> Response:
     cfg = state.model.spec.config
     card = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "onewell",
             "meta": {"n_ctx": state.scheduler.n_ctx, "slots": len(state.scheduler.slots), "arch": cfg.arch,
+                     "kv_type": getattr(state.model.backend, "kv_type", None),
                      "n_vocab": cfg.n_vocab, "chat_template": bool(state.model.tokenizer.chat_template)}}
     return JSONResponse({"object": "list", "data": [card]})
 
@@ -706,6 +707,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive, default=None, help="worker threads of the native backend")
     p.add_argument("--ctx-size", "-c", type=_positive, default=4096, help="context tokens per slot (4096)")
     p.add_argument("--backend", choices=("native", "reference"), default="native")
+    p.add_argument("--kv-type", choices=("f32", "f16", "q8_0"), default="f16",
+                   help="KV cache element type of every slot: f16 (default), f32, q8_0")
     p.add_argument("--name", default=None, help="model id reported by /v1/models (default: the file name)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     d = ServerLimits()
@@ -773,7 +776,8 @@ def main(argv: list[str] | None = None) -> int:
         from onewell.serve.ray_cli import serve_on_ray
 
         return serve_on_ray(args)
-    model = onewell.load(args.model, backend=args.backend, threads=args.threads, n_ctx=args.ctx_size)
+    model = onewell.load(args.model, backend=args.backend, threads=args.threads, n_ctx=args.ctx_size,
+                         kv_type=args.kv_type)
     name = args.name or (Path(args.model).stem if str(args.model).endswith(".gguf") else str(args.model))
     limits = ServerLimits(max_connections=args.max_connections, header_timeout=args.header_timeout,
                           body_timeout=args.body_timeout)

@@ -62,7 +62,7 @@ class EngineReplica:
 
         self.replica_id = serve.get_replica_context().replica_id.unique_id
         model = onewell.load(options.model, backend=options.backend, threads=options.threads,
-                             n_ctx=options.ctx_size)
+                             n_ctx=options.ctx_size, kv_type=options.kv_type)
         self.app = create_app(model, parallel=options.parallel, queue=options.queue, api_key=options.api_key,
                               model_name=options.name, threads=options.threads, replica_id=self.replica_id,
                               allowed_hosts=options.allowed_hosts, share_prompt_cache=options.share_prompt_cache)

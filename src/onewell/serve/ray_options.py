@@ -21,7 +21,7 @@ from onewell.serve.security import allowed_hosts_for
 CONFIG_KEYS: dict[str, type] = {
     "replicas": int, "ray_address": str, "min_replicas": int, "max_replicas": int,
     "target_ongoing_requests": float, "replica_cpus": float, "threads": int, "parallel": int, "queue": int,
-    "ctx_size": int, "host": str, "port": int, "name": str, "backend": str,
+    "ctx_size": int, "host": str, "port": int, "name": str, "backend": str, "kv_type": str,
 }
 APP_NAME = "onewell"
 
@@ -102,6 +102,7 @@ class RayServeOptions:
     queue: int = 8
     ctx_size: int = 4096
     backend: str = "native"
+    kv_type: str = "f16"
     api_key: tuple[str, ...] | None = None
     name: str | None = None
     allowed_hosts: tuple[str, ...] = ()  # the ingress passes clients' Host headers on to the replicas' allow-list
@@ -113,6 +114,8 @@ class RayServeOptions:
             raise OnewellError(f"--replicas must be at least 1, got {self.replicas}")
         if self.parallel < 1 or self.queue < 0:
             raise OnewellError(f"--parallel must be >= 1 and --queue >= 0, got {self.parallel} and {self.queue}")
+        if self.kv_type not in ("f32", "f16", "q8_0"):
+            raise OnewellError(f"--kv-type must be f32, f16 or q8_0, got {self.kv_type!r}")
         if self.autoscaling:
             low, high = self.min_replicas_or_default, self.max_replicas_or_default
             if low < 0:
@@ -174,7 +177,7 @@ def options_from_args(args: argparse.Namespace) -> RayServeOptions:
         model=str(args.model), replicas=replicas, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
         target_ongoing_requests=args.target_ongoing_requests, replica_cpus=args.replica_cpus,
         threads=args.threads, parallel=args.parallel, queue=args.queue, ctx_size=args.ctx_size,
-        backend=args.backend, api_key=_keys(args.api_key),
+        backend=args.backend, kv_type=getattr(args, "kv_type", "f16"), api_key=_keys(args.api_key),
         allowed_hosts=tuple(allowed_hosts_for(args.host, getattr(args, "allowed_host", None) or [])),
         share_prompt_cache=bool(getattr(args, "share_prompt_cache", False)),
         name=args.name or (Path(args.model).stem if str(args.model).endswith(".gguf") else str(args.model)))

@@ -26,10 +26,12 @@ def new_sequence_backend(backend: Backend, spec: ModelSpec, threads: int | None 
         # shallowly and give the copy a cache of its own.
         clone = copy.copy(backend)
         cfg = spec.config
-        clone.cache = KVCache(cfg.n_layer, backend.n_ctx, cfg.n_head_kv, cfg.head_dim)
+        clone.cache = KVCache(cfg.n_layer, backend.n_ctx, cfg.n_head_kv, cfg.head_dim, backend.kv_type)
         return clone
     # Backends that read the mmapped GGUF directly share the weights through the page cache anyway.
     kwargs = {"n_ctx": backend.n_ctx}
+    if getattr(backend, "kv_type", None) is not None:
+        kwargs["kv_type"] = backend.kv_type
     if threads is not None:
         kwargs["threads"] = threads
     return type(backend)(spec, **kwargs)
