@@ -259,6 +259,7 @@ def describe_model(path: Path) -> list[tuple[str, str]]:
                 ("rms eps", f"{c.rms_eps:g}"),
                 ("tied embeddings", "yes" if c.tie_embeddings else "no"),
                 ("bytes per token", f"{spec.bytes_per_token() / 1e6:.1f} MB of weights read per generated token"),
+                ("kv cache", _kv_cache_line(c)),
             ]
     return lines
 
