@@ -604,6 +604,10 @@ def test_llama_bench_command_flags():
     cmd = llamacpp.llama_bench_command(Path("/b/llama-bench"), Path("/m.gguf"), 2, [], [32], reps=1,
                                        depths=[4096, 0], kv_type="q8_0")
     assert cmd[-6:] == ["-d", "0,4096", "-ctk", "q8_0", "-ctv", "q8_0"]
+    # llama-bench 11434 refuses `-ctk f32` ("invalid parameter"): an f32 run compares with its default f16
+    assert llamacpp.llama_bench_kv_type("f32") is None and llamacpp.llama_bench_kv_type("q8_0") == "q8_0"
+    with pytest.raises(llamacpp.LlamaBenchError, match="no 'f32' KV cache"):
+        llamacpp.llama_bench_command(Path("/b/llama-bench"), Path("/m.gguf"), 2, [], [32], kv_type="f32")
 
 
 def test_llama_bench_side_asks_for_the_depths_and_cache_type(tmp_path):

@@ -213,7 +213,11 @@ def run(args: argparse.Namespace, log: Callable[[str], None]) -> dict:
 
     other = None
     if args.vs is not None:
-        other = LlamaBenchSide(llamacpp.find_llama_bench(llamacpp.parse_vs(args.vs)), path, tests, kv_type)
+        other_kv = llamacpp.llama_bench_kv_type(kv_type)
+        if other_kv != kv_type:
+            print(f"onewell bench: note: llama-bench has no {kv_type} KV cache; llama.cpp runs with its default, f16",
+                  file=sys.stderr)
+        other = LlamaBenchSide(llamacpp.find_llama_bench(llamacpp.parse_vs(args.vs)), path, tests, other_kv)
     probe = None if args.no_bandwidth else bandwidth_probe(args.bandwidth_size_mb, args.bandwidth_reps)
     tg_sizes = [t.n_tokens for t in tests if t.kind == "tg"]
     result = run_benchmark(

@@ -114,16 +114,28 @@ def parse_llama_bench_json(text: str) -> list[LlamaBenchRow]:
     return rows
 
 
+# KV cache types llama-bench 11434's -ctk/-ctv accept (tools/llama-bench: ggml_type_from_name): no f32
+LLAMA_BENCH_KV_TYPES = frozenset({"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"})
+
+
+def llama_bench_kv_type(kv_type: str | None) -> str | None:
+    """The -ctk/-ctv llama-bench runs for onewell's `kv_type`: the same type where llama-bench has it, else None
+    (its default, f16: llama-bench has no f32 cache, so an f32 run is compared with llama.cpp's f16)."""
+    return kv_type if kv_type in LLAMA_BENCH_KV_TYPES else None
+
+
 def llama_bench_command(binary: Path, model: Path, threads: int, n_prompt: Sequence[int], n_gen: Sequence[int],
                         reps: int = 1, depths: Sequence[int] = (0,), kv_type: str | None = None) -> list[str]:
     """depths: llama-bench's -d (--n-depth), context tokens before each test; kv_type: its -ctk/-ctv (KV cache
-    element type: f32, f16, q8_0; None = its default, f16)."""
+    element type, one of LLAMA_BENCH_KV_TYPES; None = its default, f16)."""
     sizes = lambda ns: ",".join(str(n) for n in ns) or "0"  # noqa: E731 - llama-bench: 0 = no test of that kind
     cmd = [str(binary), "-o", "json", "-m", str(model), "-p", sizes(n_prompt), "-n", sizes(n_gen),
            "-t", str(threads), "-r", str(reps)]
     if any(depths):
         cmd += ["-d", sizes(sorted(set(depths)))]
     if kv_type is not None:
+        if kv_type not in LLAMA_BENCH_KV_TYPES:
+            raise LlamaBenchError(f"llama-bench has no {kv_type!r} KV cache (it takes {sorted(LLAMA_BENCH_KV_TYPES)})")
         cmd += ["-ctk", kv_type, "-ctv", kv_type]
     return cmd
 
