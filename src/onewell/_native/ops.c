@@ -1,5 +1,5 @@
 /* The non-matmul ops (ops.h): the public functions, the generic C kernels (the readable twins of
- * ops_avx2.c / ops_avx512.c) and the run-time choice between them. */
+ * ops_avx2.c / ops_avx512.c / ops_neon.c) and the run-time choice between them. */
 #include "ops.h"
 
 #include <math.h>
@@ -225,15 +225,22 @@ const ow_ops_kernels ow_ops_generic = {
 
 static _Atomic(const ow_ops_kernels *) g_kernels;
 
+static const ow_ops_kernels *kernels_of(ow_isa isa) {
+#if OW_OPS_X86
+    if (isa == OW_ISA_AVX512) return &ow_ops_avx512;
+    if (isa == OW_ISA_AVX2) return &ow_ops_avx2;
+#endif
+#if OW_OPS_NEON
+    if (isa == OW_ISA_NEON || isa == OW_ISA_DOTPROD) return &ow_ops_neon;
+#endif
+    (void)isa;
+    return &ow_ops_generic;
+}
+
 static const ow_ops_kernels *kern(void) {
     const ow_ops_kernels *k = atomic_load_explicit(&g_kernels, memory_order_acquire);
     if (k) return k;
-    k = &ow_ops_generic;
-#if OW_OPS_X86
-    ow_isa isa = ow_isa_best();
-    if (isa == OW_ISA_AVX512) k = &ow_ops_avx512;
-    else if (isa == OW_ISA_AVX2) k = &ow_ops_avx2;
-#endif
+    k = kernels_of(ow_isa_best());
     atomic_store_explicit(&g_kernels, k, memory_order_release); /* every thread picks the same: a race is benign */
     return k;
 }
@@ -241,14 +248,9 @@ static const ow_ops_kernels *kern(void) {
 const char *ow_ops_isa(void) { return kern()->name; }
 
 int ow_ops_set_isa(ow_isa isa) {
-    if (isa > ow_isa_best() || isa < OW_ISA_GENERIC) return -1;
-    const ow_ops_kernels *k = &ow_ops_generic;
-#if OW_OPS_X86
-    if (isa == OW_ISA_AVX512) k = &ow_ops_avx512;
-    else if (isa == OW_ISA_AVX2) k = &ow_ops_avx2;
-#else
-    if (isa != OW_ISA_GENERIC) return -1;
-#endif
+    if (!ow_isa_allowed(isa)) return -1;
+    const ow_ops_kernels *k = kernels_of(isa);
+    if (isa != OW_ISA_GENERIC && k == &ow_ops_generic) return -1;   /* a level this build has no kernels for */
     atomic_store_explicit(&g_kernels, k, memory_order_release);
     return 0;
 }
