@@ -63,14 +63,14 @@ static void swiglu_generic(float *out, const float *g, const float *u, int64_t n
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + exp_generic(-g[i])) * u[i];
 }
 
-static void geglu_generic(float *out, const float *g, const float *u, int64_t n) {
+void ow_geglu_generic(float *out, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
         out[i] = x / (1.0f + exp_generic(OW_GELU_K * (x + OW_GELU_C * x * x * x))) * u[i];
     }
 }
 
-static void softcap_generic(float *out, const float *x, int64_t n, float cap) {
+void ow_softcap_generic(float *out, const float *x, int64_t n, float cap) {
     const float inv = 1.0f / cap;
     for (int64_t i = 0; i < n; i++) {
         const float y = x[i] * inv, a = fabsf(y), a2 = a * a;
@@ -140,7 +140,7 @@ static void attend_f32_generic(float *out, const float *q, const float *k, const
         for (; d < hd; d++) acc[0] += q[d] * kt[d];
         scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
     }
-    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -168,7 +168,7 @@ static void attend_f16_generic(float *out, const float *q, const uint16_t *k, co
         }
         scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
     }
-    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -186,7 +186,7 @@ static inline float q8_0_scale(const uint8_t *block) {
     return float_from_half(h);
 }
 
-static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride,
+void ow_attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride,
                                 int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {
     const int64_t nb = hd / 32;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -202,7 +202,7 @@ static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, co
         }
         scores[t] = s * scale;
     }
-    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -217,8 +217,8 @@ static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, co
 }
 
 const ow_ops_kernels ow_ops_generic = {
-    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic, geglu_generic, softcap_generic,
-    attend_f32_generic, attend_f16_generic, attend_q8_0_generic, f32_to_f16_generic, f16_to_f32_generic,
+    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic, ow_geglu_generic, ow_softcap_generic,
+    attend_f32_generic, attend_f16_generic, ow_attend_q8_0_generic, f32_to_f16_generic, f16_to_f32_generic,
 };
 
 /* ---- the choice of path, once ---- */

@@ -39,6 +39,11 @@ typedef struct {
 } ow_ops_kernels;
 
 extern const ow_ops_kernels ow_ops_generic;
+/* the generic GeGLU, soft-cap and Q8_0-cache attention (ops.c), shared with paths that have no vector version of them (NEON) */
+void ow_geglu_generic(float *out, const float *g, const float *u, int64_t n);
+void ow_softcap_generic(float *out, const float *x, int64_t n, float cap);
+void ow_attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride_bytes,
+                            int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
 #if OW_OPS_X86
 extern const ow_ops_kernels ow_ops_avx2;
 extern const ow_ops_kernels ow_ops_avx512;

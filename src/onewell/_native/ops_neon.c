@@ -1,7 +1,7 @@
 /* aarch64 NEON kernels of the ops (ops_kernels.h): translations of the generic twins in ops.c, 4 floats per
  * register. Tails go through a zero-padded copy, so every element passes through the same vector math (the
  * results do not depend on where a caller splits the work). AdvSIMD is baseline on aarch64: no target
- * attribute; the dotprod level runs these too. */
+ * attribute; the dotprod level runs these too. GeGLU and the soft-cap use the generic C versions. */
 #include "ops_kernels.h"
 
 #if OW_OPS_NEON
@@ -117,13 +117,14 @@ static float weigh(float *scores, int64_t n_ctx) {
 /* One head; V summed in blocks of up to 4 vectors (16 dims) held in registers across the positions. */
 #define ATTEND(name, type, LOAD)                                                                               \
     static void name(float *out, const float *q, const type *k, const type *v, int64_t stride, int64_t n_ctx,   \
-                     int64_t hd, float scale, float *scores) {                                                  \
+                     int64_t hd, float scale, float cap, float *scores) {                                       \
         for (int64_t t = 0; t < n_ctx; t++) {                                                                  \
             const type *kt = k + t * stride;                                                                   \
             float32x4_t acc = vdupq_n_f32(0.0f);                                                               \
             for (int64_t d = 0; d < hd; d += 4) acc = vfmaq_f32(acc, load4(q + d, hd - d), LOAD(kt + d, hd - d)); \
             scores[t] = vaddvq_f32(acc) * scale;                                                               \
         }                                                                                                      \
+        if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);                                           \
         const float inv = weigh(scores, n_ctx);                                                                \
         for (int64_t d0 = 0; d0 < hd; d0 += 16) {                                                              \
             float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}; \
@@ -155,8 +156,8 @@ static void f16_to_f32_neon(float *out, const uint16_t *x, int64_t n) {
 }
 
 const ow_ops_kernels ow_ops_neon = {
-    "neon", sumsq_neon, max_neon, exp_sum_neon, swiglu_neon,
-    attend_f32_neon, attend_f16_neon, f32_to_f16_neon, f16_to_f32_neon,
+    "neon", sumsq_neon, max_neon, exp_sum_neon, swiglu_neon, ow_geglu_generic, ow_softcap_generic,
+    attend_f32_neon, attend_f16_neon, ow_attend_q8_0_generic, f32_to_f16_neon, f16_to_f32_neon,
 };
 
 #endif
