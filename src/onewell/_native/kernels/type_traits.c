@@ -79,7 +79,8 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                       OW_WEIGHT(OW_TYPE_Q8_K, q6_K, -1, NULL), .vec_dot = {OW_DOTS(q6_K_q8_K, avx512), OW_NEON_DOTS(q6_K_q8_K)}},
     [OW_TYPE_Q8_K] = {.name = "q8_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q8_K), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_K)},
-    /* issue 10's types: generic and AVX2 kernels (vec_dot_q23k_iq4_bf16_*); the VNNI and AVX-512 paths fall back */
+    /* issue 10's types: generic and AVX2 kernels (vec_dot_q23k_iq4_bf16_*), the VNNI and AVX-512 paths fall back;
+     * NEON kernels for IQ4_NL, IQ4_XS, BF16 (Q2_K, Q3_K: generic on aarch64) */
     [OW_TYPE_Q2_K] = {.name = "q2_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q2_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q2_K, -1, NULL),
                       .vec_dot = {OW_GENERIC(vec_dot_q2_K_q8_K_generic), OW_AVX2(vec_dot_q2_K_q8_K_avx2)}},
@@ -88,13 +89,15 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                       .vec_dot = {OW_GENERIC(vec_dot_q3_K_q8_K_generic), OW_AVX2(vec_dot_q3_K_q8_K_avx2)}},
     [OW_TYPE_IQ4_NL] = {.name = "iq4_nl", .block_size = OW_QK, .block_bytes = sizeof(ow_block_iq4_nl),
                         OW_WEIGHT(OW_TYPE_Q8_0, iq4_nl, -1, NULL),
-                        .vec_dot = {OW_GENERIC(vec_dot_iq4_nl_q8_0_generic), OW_AVX2(vec_dot_iq4_nl_q8_0_avx2)}},
+                        .vec_dot = {OW_GENERIC(vec_dot_iq4_nl_q8_0_generic), OW_AVX2(vec_dot_iq4_nl_q8_0_avx2),
+                                    OW_NEON_DOTS(iq4_nl_q8_0)}},
     [OW_TYPE_IQ4_XS] = {.name = "iq4_xs", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_iq4_xs),
                         OW_WEIGHT(OW_TYPE_Q8_K, iq4_xs, -1, NULL),
-                        .vec_dot = {OW_GENERIC(vec_dot_iq4_xs_q8_K_generic), OW_AVX2(vec_dot_iq4_xs_q8_K_avx2)}},
+                        .vec_dot = {OW_GENERIC(vec_dot_iq4_xs_q8_K_generic), OW_AVX2(vec_dot_iq4_xs_q8_K_avx2),
+                                    OW_NEON_DOTS(iq4_xs_q8_K)}},
     /* F32 activations: exact, and a bf16 weight is one shift from float32 (no AVX512-BF16 needed) */
     [OW_TYPE_BF16] = {.name = "bf16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F32, bf16, -1, NULL),
-                      .vec_dot = {OW_GENERIC(vec_dot_bf16_f32_generic), OW_AVX2(vec_dot_bf16_f32_avx2)}},
+                      .vec_dot = {OW_GENERIC(vec_dot_bf16_f32_generic), OW_AVX2(vec_dot_bf16_f32_avx2), OW_NEON_DOTS(bf16_f32)}},
 };
 
 /* onewell's load-time layouts (never in a file); their rows may be padded, so block_bytes excludes padding */
