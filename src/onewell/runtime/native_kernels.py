@@ -44,6 +44,9 @@ DEFAULT_REPACK: dict[str, frozenset[str]] = {
     "avx2": frozenset(),
     "avx2-vnni": frozenset(),
     "generic": frozenset(),
+    # aarch64: the R16 layouts have no NEON kernels yet (they would run the generic R16 loop); never measured
+    "neon": frozenset(),
+    "neon-dotprod": frozenset(),
 }
 
 
