@@ -8,7 +8,7 @@ MODEL  := qwen2.5-coder-0.5b-instruct
 PROMPT := Write a Python function that checks whether a number is prime.
 PYTEST_ARGS ?=
 
-.PHONY: setup native demo test browser sanitize clean
+.PHONY: setup native demo test browser sanitize aarch64-tools aarch64-smoke aarch64 clean
 
 # Re-run the install only when the packaging files change (the stamp records the last install).
 # setuptools >= 77 (it reads pyproject's license field) goes into the venv too, because `make native`
@@ -41,6 +41,22 @@ test: native browser
 # The native tests on an ASan + UBSan build of the C core (scratch copy; the normal build is untouched).
 sanitize: setup
 	bash scripts/sanitize.sh
+
+# aarch64 without ARM hardware (scripts/test_aarch64.sh): the cross compiler, qemu-user and Debian's arm64 package
+# lists, installed when we can (root with apt).
+aarch64-tools:
+	@{ command -v aarch64-linux-gnu-gcc && command -v qemu-aarch64 && dpkg --print-foreign-architectures | grep -qx arm64; } \
+	  >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && dpkg --add-architecture arm64 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu qemu-user >/dev/null; } || \
+	  echo "warning: gcc-aarch64-linux-gnu / qemu-user / the arm64 package lists are missing (see scripts/test_aarch64.sh)" >&2
+
+# The core cross-built with -Werror and the C kernel harness under qemu (every NEON path vs the numpy twins).
+aarch64-smoke: native aarch64-tools
+	ONEWELL_AARCH64_PYTEST=0 bash scripts/test_aarch64.sh
+
+# ... and the native Python tests on an arm64 CPython under qemu (ARGS: other pytest arguments or test files).
+aarch64: native aarch64-tools
+	bash scripts/test_aarch64.sh $(ARGS)
 
 clean:
 	rm -rf build src/onewell/_native/*.so .pytest_cache

@@ -42,7 +42,7 @@ def test_measure_bandwidth_is_sane():
         assert len(r.seconds) == 3
         assert all(math.isfinite(g) and g > 0 for g in r.gbps)
         assert r.gbps_min <= r.gbps_median <= r.gbps_max
-        assert r.isa in ("avx512", "avx2", "generic")
+        assert r.isa in ("avx512", "avx2", "generic")   # aarch64 runs the generic (compiler-vectorized) probe
         assert r.to_dict()["gbps_median"] == r.gbps_median
 
 
@@ -78,7 +78,8 @@ def test_measure_rejects_bad_arguments():
 def test_every_isa_path_of_the_probe(isa, monkeypatch):
     best = _core.cpu_features()["isa"]
     order = ["generic", "avx2", "avx512"]
-    if order.index(isa) > order.index(best):
+    probe_best = best if best in order else "generic"   # aarch64 (neon, dotprod): the probe has the generic kernels
+    if order.index(isa) > order.index(probe_best):
         pytest.skip(f"this CPU tops out at {best}")
     monkeypatch.setenv("ONEWELL_ISA", isa)  # the probe picks its kernels at every run
     assert _core.bandwidth_isa() == isa

@@ -291,7 +291,10 @@ def test_wrappers_reject_bad_input():
     with pytest.raises(UnsupportedError, match="IQ2_XXS"):
         nk.matmul(np.zeros(66, np.uint8), T.IQ2_XXS, 1, 256, np.ones(256, np.float32))
     with pytest.raises(ValueError, match="unknown kernel path"):
-        nk.matmul(raw, T.Q8_0, 4, 64, x, isa="neon")
+        nk.matmul(raw, T.Q8_0, 4, 64, x, isa="sse9")
+    other = "neon" if "avx2" in nk.available_paths() or "neon" not in nk.available_paths() else "avx2"
+    with pytest.raises(UnsupportedError, match="lacks"):   # a known path of the other CPU family
+        nk.matmul(raw, T.Q8_0, 4, 64, x, isa=other)
 
 
 def test_c_entry_rejects_out_of_bounds_calls():
@@ -315,10 +318,16 @@ def test_default_path_follows_onewell_isa(monkeypatch):
     monkeypatch.setenv("ONEWELL_ISA", "generic")
     assert nk.default_path() == "generic"
     monkeypatch.setenv("ONEWELL_ISA", "avx2")
-    assert nk.default_path() == (best_avx2 if "avx2" in PATHS else "generic")
+    x86_widest = "avx512" if "avx512" in PATHS else best_avx2 if "avx2" in PATHS else None
+    arm_widest = "neon-dotprod" if "neon-dotprod" in PATHS else "neon" if "neon" in PATHS else None
+    # a level of the other CPU family does not cap
+    assert nk.default_path() == (best_avx2 if "avx2" in PATHS else arm_widest or "generic")
+    monkeypatch.setenv("ONEWELL_ISA", "neon")
+    assert nk.default_path() == ("neon" if "neon" in PATHS else x86_widest or "generic")
+    monkeypatch.setenv("ONEWELL_ISA", "dotprod")
+    assert nk.default_path() == (arm_widest or x86_widest or "generic")
     monkeypatch.delenv("ONEWELL_ISA")
-    widest = "avx512" if "avx512" in PATHS else best_avx2 if "avx2" in PATHS else "generic"
-    assert nk.default_path() == widest
+    assert nk.default_path() == (x86_widest or arm_widest or "generic")
 
 
 def test_bench_helper_times_runs():

@@ -290,6 +290,7 @@ def test_repack_defaults_follow_each_paths_measured_choice(r16_tiny):
         assert types == every & nk.DEFAULT_REPACK[path]
         assert (backend.info()["repacked"]["matrices"] > 0) is bool(types)
     assert nk.DEFAULT_REPACK["avx512"] == {"q8_0", "q5_0", "q4_1"}
+    assert set(nk.DEFAULT_REPACK) == set(nk.KERNEL_PATHS)   # every path decided, aarch64's too (not only this CPU's)
     for bad in ("yes", 1, 0.0, ["q4_0"], ["q9_9"]):
         with pytest.raises(ValueError, match="repack"):
             NativeBackend(r16_tiny, n_ctx=8, repack=bad)

@@ -17,7 +17,8 @@ from onewell.runtime import plan as P
 from onewell.runtime.native_types import repack_layouts, type_traits, weight_types
 
 PATHS = nk.KERNEL_PATHS
-FALLBACK = {"generic": None, "avx2": "generic", "avx2-vnni": "avx2", "avx512": "avx2"}
+FALLBACK = {"generic": None, "avx2": "generic", "avx2-vnni": "avx2", "avx512": "avx2", "neon": "generic",
+            "neon-dotprod": "neon"}
 OWN_IDS = {R.Q8_0_R16: "q8_0_r16", R.ACT_Q8_0_R16: "act_q8_0_r16", R.Q4_1_R16: "q4_1_r16"}
 
 

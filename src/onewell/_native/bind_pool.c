@@ -300,12 +300,9 @@ static PyObject *py_ops_set_isa(PyObject *self, PyObject *args) {
     (void)self;
     const char *name;
     if (!PyArg_ParseTuple(args, "s", &name)) return NULL;
-    ow_isa isa;
-    if (!strcmp(name, "generic")) isa = OW_ISA_GENERIC;
-    else if (!strcmp(name, "avx2")) isa = OW_ISA_AVX2;
-    else if (!strcmp(name, "avx512")) isa = OW_ISA_AVX512;
-    else return PyErr_Format(PyExc_ValueError, "unknown ISA path %s", name);
-    if (ow_ops_set_isa(isa) != 0) return PyErr_Format(PyExc_ValueError, "ISA path %s is not available here", name);
+    const int isa = ow_isa_from_name(name);
+    if (isa < 0) return PyErr_Format(PyExc_ValueError, "unknown ISA path %s", name);
+    if (ow_ops_set_isa((ow_isa)isa) != 0) return PyErr_Format(PyExc_ValueError, "ISA path %s is not available here", name);
     Py_RETURN_NONE;
 }
 

@@ -36,6 +36,38 @@ static void probe(ow_cpu_features *f) {
     __cpuid_count(7, 1, a, b, c, d);
     f->avx_vnni = (a >> 4) & 1;
 }
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+/* bits of AT_HWCAP / AT_HWCAP2 (linux/arch/arm64/include/uapi/asm/hwcap.h), spelled out for old headers */
+#define OW_HWCAP_ASIMD (1UL << 1)
+#define OW_HWCAP_ASIMDDP (1UL << 20)
+#define OW_HWCAP2_I8MM (1UL << 13)
+
+static void probe(ow_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    f->neon = (hw & OW_HWCAP_ASIMD) != 0;
+    f->dotprod = f->neon && (hw & OW_HWCAP_ASIMDDP) != 0;
+    f->i8mm = f->neon && (hw2 & OW_HWCAP2_I8MM) != 0;
+}
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+/* untested here (no macOS machine): the hw.optional.arm.FEAT_* names of macOS 12+; AdvSIMD is always there */
+static int sysctl_flag(const char *name) {
+    int v = 0;
+    size_t len = sizeof v;
+    return sysctlbyname(name, &v, &len, NULL, 0) == 0 && v != 0;
+}
+
+static void probe(ow_cpu_features *f) {
+    memset(f, 0, sizeof *f);
+    f->neon = 1;
+    f->dotprod = sysctl_flag("hw.optional.arm.FEAT_DotProd");
+    f->i8mm = sysctl_flag("hw.optional.arm.FEAT_I8MM");
+}
+#elif defined(__aarch64__)
+/* another OS: AdvSIMD is architectural on aarch64; the optional extensions are not probed */
+static void probe(ow_cpu_features *f) { memset(f, 0, sizeof *f); f->neon = 1; }
 #else
 static void probe(ow_cpu_features *f) { memset(f, 0, sizeof *f); }
 #endif
@@ -48,25 +80,49 @@ const ow_cpu_features *ow_cpu(void) {
     return &g_features;
 }
 
+static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod"};
+
 const char *ow_isa_name(ow_isa isa) {
+    return isa >= 0 && isa < (int)(sizeof isa_names / sizeof *isa_names) ? isa_names[isa] : "generic";
+}
+
+int ow_isa_from_name(const char *name) {
+    for (int i = 0; i < (int)(sizeof isa_names / sizeof *isa_names); i++)
+        if (!strcmp(name, isa_names[i])) return i;
+    return -1;
+}
+
+/* the family (0: none, 1: x86, 2: aarch64) and the rank inside it (0 generic, 1, 2) */
+static int isa_family(ow_isa isa) { return isa == OW_ISA_GENERIC ? 0 : isa <= OW_ISA_AVX512 ? 1 : 2; }
+static int isa_rank(ow_isa isa) {
     switch (isa) {
-    case OW_ISA_AVX512: return "avx512";
-    case OW_ISA_AVX2: return "avx2";
-    default: return "generic";
+    case OW_ISA_AVX2: case OW_ISA_NEON: return 1;
+    case OW_ISA_AVX512: case OW_ISA_DOTPROD: return 2;
+    default: return 0;
     }
 }
 
-ow_isa ow_isa_best(void) {
+static ow_isa isa_of_cpu(void) {
     const ow_cpu_features *f = ow_cpu();
     ow_isa best = OW_ISA_GENERIC;
     if (f->avx2 && f->fma && f->f16c) best = OW_ISA_AVX2;
     if (best == OW_ISA_AVX2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512_vnni) best = OW_ISA_AVX512;
-    const char *cap = getenv("ONEWELL_ISA");
-    if (cap) {
-        ow_isa limit = OW_ISA_AVX512;
-        if (!strcmp(cap, "generic")) limit = OW_ISA_GENERIC;
-        else if (!strcmp(cap, "avx2")) limit = OW_ISA_AVX2;
-        if (limit < best) best = limit;
-    }
+    if (f->neon) best = f->dotprod ? OW_ISA_DOTPROD : OW_ISA_NEON;
     return best;
+}
+
+ow_isa ow_isa_best(void) {
+    ow_isa best = isa_of_cpu();
+    const char *cap = getenv("ONEWELL_ISA");
+    const int limit = cap ? ow_isa_from_name(cap) : -1;
+    if (limit == OW_ISA_GENERIC) return OW_ISA_GENERIC;
+    if (limit > 0 && isa_family((ow_isa)limit) == isa_family(best) && isa_rank((ow_isa)limit) < isa_rank(best))
+        best = (ow_isa)limit;
+    return best;
+}
+
+int ow_isa_allowed(ow_isa isa) {
+    const ow_isa best = ow_isa_best();
+    if (isa == OW_ISA_GENERIC) return 1;
+    return isa_family(isa) == isa_family(best) && isa_rank(isa) <= isa_rank(best);
 }

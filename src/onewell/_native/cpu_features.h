@@ -1,17 +1,32 @@
-/* Which SIMD paths this CPU (and OS) can run; probed once with cpuid/xgetbv. */
+/* Which SIMD paths this CPU (and OS) can run; probed once (x86: cpuid/xgetbv; aarch64: getauxval on Linux,
+ * sysctlbyname on macOS). */
 #ifndef ONEWELL_CPU_FEATURES_H
 #define ONEWELL_CPU_FEATURES_H
 
-typedef enum { OW_ISA_GENERIC = 0, OW_ISA_AVX2 = 1, OW_ISA_AVX512 = 2 } ow_isa;
+/* ISA levels. Each CPU family has its own ladder above generic (x86: avx2 < avx512; aarch64: neon < dotprod);
+ * a CPU only ever reaches levels of its own family. Compare levels with ow_isa_allowed, not with < on values. */
+typedef enum {
+    OW_ISA_GENERIC = 0,
+    OW_ISA_AVX2 = 1,
+    OW_ISA_AVX512 = 2,
+    OW_ISA_NEON = 3,     /* AdvSIMD (every aarch64 CPU) */
+    OW_ISA_DOTPROD = 4,  /* + the dot-product extension (sdot/udot, Armv8.2 FEAT_DotProd) */
+} ow_isa;
 
 typedef struct {
     int avx2, fma, f16c, avx_vnni;                   /* AVX2 family */
     int avx512f, avx512bw, avx512vl, avx512_vnni;    /* AVX-512 family */
+    int neon, dotprod, i8mm;                         /* aarch64: AdvSIMD, sdot/udot, smmla (i8mm is reported only) */
 } ow_cpu_features;
 
 const ow_cpu_features *ow_cpu(void);
-/* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avx512). */
+/* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avx512|neon|dotprod;
+ * a level of the other CPU family, or an unknown name, does not cap). */
 ow_isa ow_isa_best(void);
+/* 1 if level isa may run here: generic, or a level of this CPU's family not above ow_isa_best(). */
+int ow_isa_allowed(ow_isa isa);
 const char *ow_isa_name(ow_isa isa);
+/* The level named name ("generic", "avx2", ...), -1 for an unknown name. */
+int ow_isa_from_name(const char *name);
 
 #endif

@@ -1,5 +1,5 @@
 /* The non-matmul ops (ops.h): the public functions, the generic C kernels (the readable twins of
- * ops_avx2.c / ops_avx512.c) and the run-time choice between them. */
+ * ops_avx2.c / ops_avx512.c / ops_neon.c) and the run-time choice between them. */
 #include "ops.h"
 
 #include <math.h>
@@ -63,14 +63,14 @@ static void swiglu_generic(float *out, const float *g, const float *u, int64_t n
     for (int64_t i = 0; i < n; i++) out[i] = g[i] / (1.0f + exp_generic(-g[i])) * u[i];
 }
 
-static void geglu_generic(float *out, const float *g, const float *u, int64_t n) {
+void ow_geglu_generic(float *out, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
         out[i] = x / (1.0f + exp_generic(OW_GELU_K * (x + OW_GELU_C * x * x * x))) * u[i];
     }
 }
 
-static void softcap_generic(float *out, const float *x, int64_t n, float cap) {
+void ow_softcap_generic(float *out, const float *x, int64_t n, float cap) {
     const float inv = 1.0f / cap;
     for (int64_t i = 0; i < n; i++) {
         const float y = x[i] * inv, a = fabsf(y), a2 = a * a;
@@ -140,7 +140,7 @@ static void attend_f32_generic(float *out, const float *q, const float *k, const
         for (; d < hd; d++) acc[0] += q[d] * kt[d];
         scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
     }
-    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -168,7 +168,7 @@ static void attend_f16_generic(float *out, const float *q, const uint16_t *k, co
         }
         scores[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
     }
-    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -186,7 +186,7 @@ static inline float q8_0_scale(const uint8_t *block) {
     return float_from_half(h);
 }
 
-static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride,
+void ow_attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride,
                                 int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {
     const int64_t nb = hd / 32;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -202,7 +202,7 @@ static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, co
         }
         scores[t] = s * scale;
     }
-    if (cap > 0) softcap_generic(scores, scores, n_ctx, cap);
+    if (cap > 0) ow_softcap_generic(scores, scores, n_ctx, cap);
     float inv = 1.0f / softmax_scores(scores, n_ctx);
     for (int64_t d = 0; d < hd; d++) out[d] = 0.0f;
     for (int64_t t = 0; t < n_ctx; t++) {
@@ -217,23 +217,30 @@ static void attend_q8_0_generic(float *out, const float *q, const uint8_t *k, co
 }
 
 const ow_ops_kernels ow_ops_generic = {
-    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic, geglu_generic, softcap_generic,
-    attend_f32_generic, attend_f16_generic, attend_q8_0_generic, f32_to_f16_generic, f16_to_f32_generic,
+    "generic", sumsq_generic, max_generic, exp_sum_generic, swiglu_generic, ow_geglu_generic, ow_softcap_generic,
+    attend_f32_generic, attend_f16_generic, ow_attend_q8_0_generic, f32_to_f16_generic, f16_to_f32_generic,
 };
 
 /* ---- the choice of path, once ---- */
 
 static _Atomic(const ow_ops_kernels *) g_kernels;
 
+static const ow_ops_kernels *kernels_of(ow_isa isa) {
+#if OW_OPS_X86
+    if (isa == OW_ISA_AVX512) return &ow_ops_avx512;
+    if (isa == OW_ISA_AVX2) return &ow_ops_avx2;
+#endif
+#if OW_OPS_NEON
+    if (isa == OW_ISA_NEON || isa == OW_ISA_DOTPROD) return &ow_ops_neon;
+#endif
+    (void)isa;
+    return &ow_ops_generic;
+}
+
 static const ow_ops_kernels *kern(void) {
     const ow_ops_kernels *k = atomic_load_explicit(&g_kernels, memory_order_acquire);
     if (k) return k;
-    k = &ow_ops_generic;
-#if OW_OPS_X86
-    ow_isa isa = ow_isa_best();
-    if (isa == OW_ISA_AVX512) k = &ow_ops_avx512;
-    else if (isa == OW_ISA_AVX2) k = &ow_ops_avx2;
-#endif
+    k = kernels_of(ow_isa_best());
     atomic_store_explicit(&g_kernels, k, memory_order_release); /* every thread picks the same: a race is benign */
     return k;
 }
@@ -241,14 +248,9 @@ static const ow_ops_kernels *kern(void) {
 const char *ow_ops_isa(void) { return kern()->name; }
 
 int ow_ops_set_isa(ow_isa isa) {
-    if (isa > ow_isa_best() || isa < OW_ISA_GENERIC) return -1;
-    const ow_ops_kernels *k = &ow_ops_generic;
-#if OW_OPS_X86
-    if (isa == OW_ISA_AVX512) k = &ow_ops_avx512;
-    else if (isa == OW_ISA_AVX2) k = &ow_ops_avx2;
-#else
-    if (isa != OW_ISA_GENERIC) return -1;
-#endif
+    if (!ow_isa_allowed(isa)) return -1;
+    const ow_ops_kernels *k = kernels_of(isa);
+    if (isa != OW_ISA_GENERIC && k == &ow_ops_generic) return -1;   /* a level this build has no kernels for */
     atomic_store_explicit(&g_kernels, k, memory_order_release);
     return 0;
 }

@@ -80,7 +80,7 @@ void ow_attention_heads(const ow_attn_args *a, int64_t head_begin, int64_t head_
  * floats of scratch (worker w uses scores + w*n_ctx). p may be NULL (runs on the calling thread). */
 void ow_attention(ow_pool *p, const ow_attn_args *a, float *scores);
 
-/* Which ISA path the ops use ("avx512", "avx2", "generic"): ow_isa_best() at first use. */
+/* Which ISA path the ops use ("avx512", "avx2", "neon", "generic"): ow_isa_best() at first use. */
 const char *ow_ops_isa(void);
 /* Tests: switch every op to another path (not while ops run). Returns 0, or -1 if this CPU (or the cap
  * ONEWELL_ISA) does not allow `isa`. */

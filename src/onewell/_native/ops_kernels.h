@@ -1,4 +1,4 @@
-/* Internal to ops.c / ops_avx2.c / ops_avx512.c: the per-ISA inner loops of the ops, and the exp they share.
+/* Internal to ops.c / ops_avx2.c / ops_avx512.c / ops_neon.c: the per-ISA inner loops of the ops, and the exp they share.
  * Every path evaluates exp with the same algorithm (below), so paths differ only by FMA rounding. */
 #ifndef ONEWELL_OPS_KERNELS_H
 #define ONEWELL_OPS_KERNELS_H
@@ -9,6 +9,11 @@
 #define OW_OPS_X86 1
 #else
 #define OW_OPS_X86 0
+#endif
+#if defined(__aarch64__) && !defined(OW_GENERIC_ONLY)
+#define OW_OPS_NEON 1
+#else
+#define OW_OPS_NEON 0
 #endif
 
 typedef struct {
@@ -34,6 +39,11 @@ typedef struct {
 } ow_ops_kernels;
 
 extern const ow_ops_kernels ow_ops_generic;
+/* the generic GeGLU, soft-cap and Q8_0-cache attention (ops.c), shared with paths that have no vector version of them (NEON) */
+void ow_geglu_generic(float *out, const float *g, const float *u, int64_t n);
+void ow_softcap_generic(float *out, const float *x, int64_t n, float cap);
+void ow_attend_q8_0_generic(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride_bytes,
+                            int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
 #if OW_OPS_X86
 extern const ow_ops_kernels ow_ops_avx2;
 extern const ow_ops_kernels ow_ops_avx512;
@@ -44,6 +54,9 @@ void ow_softcap_avx2(float *out, const float *x, int64_t n, float cap);
 /* likewise the Q8_0 attention (no AVX-512 machine to tune and test a 512-bit one on) */
 void ow_attend_q8_0_avx2(float *out, const float *q, const uint8_t *k, const uint8_t *v, int64_t stride_bytes,
                          int64_t n_ctx, int64_t head_dim, float scale, float cap, float *scores);
+#endif
+#if OW_OPS_NEON
+extern const ow_ops_kernels ow_ops_neon;   /* ops_neon.c: both aarch64 levels (the ops use no dotprod) */
 #endif
 
 /* GELU-tanh constants: gelu(x) = x / (1 + exp(OW_GELU_K * (x + OW_GELU_C * x^3))), OW_GELU_K = -2 sqrt(2/pi) */

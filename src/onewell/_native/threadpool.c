@@ -88,6 +88,16 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* After a seq_cst store that a seq_cst load of another word must not pass (the Dekker handshakes below).
+ * x86 needs nothing: the seq_cst store is an xchg, a full barrier. aarch64 hardware orders stlr before a later
+ * ldar, but qemu-user on an x86 host does not (the pool hung there without this, scripts/test_aarch64.sh);
+ * an explicit dmb costs a few cycles per job and makes the order hold wherever the code runs. */
+static inline void store_load_fence(void) {
+#if defined(__aarch64__)
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -237,6 +247,7 @@ static void *worker_main(void *arg) {
 static void open_job(ow_pool *p) {
     uint32_t j = atomic_load_explicit(&p->job, memory_order_relaxed) + 1; /* only a caller holding call_lock writes it */
     atomic_store_explicit(&p->job, j, memory_order_seq_cst);
+    store_load_fence();
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) > 0) word_wake_all(p, &p->job);
 }
 
@@ -255,6 +266,7 @@ static void wait_done(ow_pool *p, int64_t target) {
     for (;;) {
         uint32_t s = atomic_load_explicit(&p->done_seq, memory_order_seq_cst);
         atomic_store_explicit(&p->caller_sleeping, 1, memory_order_seq_cst);
+        store_load_fence();
         if (atomic_load_explicit(&p->done, memory_order_seq_cst) >= target) break;
         word_wait(p, &p->done_seq, s);
     }
@@ -265,6 +277,7 @@ static void wait_done(ow_pool *p, int64_t target) {
 static void close_job(ow_pool *p) {
     uint32_t j = atomic_load_explicit(&p->job, memory_order_relaxed) + 1;
     atomic_store_explicit(&p->job, j, memory_order_seq_cst);
+    store_load_fence();
     /* Workers that joined before the close finish within a few instructions (all chunks are done). */
     for (int spins = 0; atomic_load_explicit(&p->active, memory_order_seq_cst) != 0; spins++) {
         if (spins < 1000) cpu_relax();

@@ -3,7 +3,8 @@
     quantize_act(x, weight_type, isa=None)                     -> uint8 [n_vec, row bytes] (or [row bytes])
     matmul(weight_raw, weight_type, rows, cols, x, isa=None)   -> float32 [n_vec, rows] (or [rows])
 
-`isa` names a kernel path: "generic", "avx2" (vpmaddubsw), "avx2-vnni" (AVX-VNNI) or "avx512"; None takes the
+`isa` names a kernel path: "generic", "avx2" (vpmaddubsw), "avx2-vnni" (AVX-VNNI), "avx512", or on aarch64
+"neon" (smull/sadalp) and "neon-dotprod" (sdot); None takes the
 path the engine would use (the best of this CPU, capped by ONEWELL_ISA). Weight rows may sit at any byte offset
 (they come straight from the GGUF mapping). Everything is checked here before C sees it.
 """
@@ -18,7 +19,7 @@ from onewell.quant.act_formats import act_row_nbytes
 from onewell.quant.act_formats import act_type_for as _twin_act_type_for
 from onewell.runtime.native_types import weight_types
 
-KERNEL_PATHS = ("generic", "avx2", "avx2-vnni", "avx512")
+KERNEL_PATHS = ("generic", "avx2", "avx2-vnni", "avx512", "neon", "neon-dotprod")
 WEIGHT_TYPES = weight_types()   # from the native type-traits table
 
 
@@ -43,6 +44,9 @@ DEFAULT_REPACK: dict[str, frozenset[str]] = {
     "avx2": frozenset(),
     "avx2-vnni": frozenset(),
     "generic": frozenset(),
+    # aarch64: the R16 layouts have no NEON kernels yet (they would run the generic R16 loop); never measured
+    "neon": frozenset(),
+    "neon-dotprod": frozenset(),
 }
 
 

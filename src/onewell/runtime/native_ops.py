@@ -23,7 +23,10 @@ import numpy as np
 from onewell._native import _core
 
 ROPE_STYLES = {"normal": 0, "neox": 1}
-ISA_PATHS = ("generic", "avx2", "avx512")
+ISA_PATHS = ("generic", "avx2", "avx512", "neon", "dotprod")
+# the ops paths each ISA level allows, most portable first (the ops have no dotprod code: that level runs neon)
+_OPS_LADDER = {"generic": ("generic",), "avx2": ("generic", "avx2"), "avx512": ("generic", "avx2", "avx512"),
+               "neon": ("generic", "neon"), "dotprod": ("generic", "neon")}
 MAX_THREADS = 1024
 
 
@@ -101,7 +104,7 @@ def pool_stress(n_threads: int, n_jobs: int, n_items: int, chunk: int, static: b
 
 
 def ops_isa() -> str:
-    """The ISA path the ops run on: 'avx512', 'avx2' or 'generic'."""
+    """The ISA path the ops run on: 'avx512', 'avx2', 'neon' or 'generic'."""
     return _core.ops_isa()
 
 
@@ -114,8 +117,7 @@ def set_ops_isa(name: str) -> None:
 
 def available_isas() -> tuple[str, ...]:
     """ISA paths this CPU (and the ONEWELL_ISA cap) allows, most portable first."""
-    best = _core.cpu_features()["isa"]
-    return ISA_PATHS[: ISA_PATHS.index(best) + 1]
+    return _OPS_LADDER[_core.cpu_features()["isa"]]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -68,16 +68,36 @@ int ow_kpath_available(ow_kpath p) {
     case OW_KPATH_AVX512: return cpu_has_avx512();
     default: return 0;
     }
+#elif OW_NEON_KERNELS
+    switch (p) {
+    case OW_KPATH_GENERIC: return 1;
+    case OW_KPATH_NEON: return ow_cpu()->neon;
+    case OW_KPATH_NEON_DOTPROD: return ow_cpu()->neon && ow_cpu()->dotprod;
+    default: return 0;
+    }
 #else
     return p == OW_KPATH_GENERIC;
 #endif
 }
 
 ow_kpath ow_kpath_for_isa(ow_isa isa) {
-    if (isa >= OW_ISA_AVX512 && ow_kpath_available(OW_KPATH_AVX512)) return OW_KPATH_AVX512;
-    if (isa >= OW_ISA_AVX2 && ow_kpath_available(OW_KPATH_AVX2_VNNI)) return OW_KPATH_AVX2_VNNI;
-    if (isa >= OW_ISA_AVX2 && ow_kpath_available(OW_KPATH_AVX2)) return OW_KPATH_AVX2;
-    return OW_KPATH_GENERIC;
+    switch (isa) {
+    case OW_ISA_AVX512:
+        if (ow_kpath_available(OW_KPATH_AVX512)) return OW_KPATH_AVX512;
+        /* fall through */
+    case OW_ISA_AVX2:
+        if (ow_kpath_available(OW_KPATH_AVX2_VNNI)) return OW_KPATH_AVX2_VNNI;
+        if (ow_kpath_available(OW_KPATH_AVX2)) return OW_KPATH_AVX2;
+        return OW_KPATH_GENERIC;
+    case OW_ISA_DOTPROD:
+        if (ow_kpath_available(OW_KPATH_NEON_DOTPROD)) return OW_KPATH_NEON_DOTPROD;
+        /* fall through */
+    case OW_ISA_NEON:
+        if (ow_kpath_available(OW_KPATH_NEON)) return OW_KPATH_NEON;
+        return OW_KPATH_GENERIC;
+    default:
+        return OW_KPATH_GENERIC;
+    }
 }
 
 const char *ow_kpath_name(ow_kpath p) {
@@ -85,6 +105,8 @@ const char *ow_kpath_name(ow_kpath p) {
     case OW_KPATH_AVX2: return "avx2";
     case OW_KPATH_AVX2_VNNI: return "avx2-vnni";
     case OW_KPATH_AVX512: return "avx512";
+    case OW_KPATH_NEON: return "neon";
+    case OW_KPATH_NEON_DOTPROD: return "neon-dotprod";
     default: return "generic";
     }
 }

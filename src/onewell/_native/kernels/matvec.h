@@ -4,7 +4,8 @@
  * and x a few activation vectors that were first quantized to the activation type the weight type pairs with
  * (ow_act_type_for), exactly as ggml does. Callers split the rows among threads with [r0, r1).
  *
- * Kernel paths: the generic C twin, AVX2 (maddubs), AVX2 + AVX-VNNI, AVX-512 (F, BW, VL, VNNI). An ow_isa level
+ * Kernel paths: the generic C twin, AVX2 (maddubs), AVX2 + AVX-VNNI, AVX-512 (F, BW, VL, VNNI), and on aarch64
+ * NEON (widening multiplies) and NEON + dotprod (sdot). An ow_isa level
  * (cpu_features.h) maps to the best path of that level this CPU has; explicit paths exist for tests.
  */
 #ifndef ONEWELL_MATVEC_H
@@ -20,6 +21,12 @@
 #define OW_X86_KERNELS 1
 #else
 #define OW_X86_KERNELS 0
+#endif
+/* aarch64 builds carry the NEON paths (plain AdvSIMD and dotprod, both chosen at run time) */
+#if defined(__aarch64__) && !defined(OW_GENERIC_ONLY)
+#define OW_NEON_KERNELS 1
+#else
+#define OW_NEON_KERNELS 0
 #endif
 
 /* Values equal ggml's type ids (onewell.gguf.constants.GGMLType), except onewell's own load-time layouts, which
@@ -54,7 +61,9 @@ typedef enum {
     OW_KPATH_AVX2 = 1,       /* AVX2 + FMA + F16C, u8 x s8 products with vpmaddubsw */
     OW_KPATH_AVX2_VNNI = 2,  /* the same with AVX-VNNI's vpdpbusd/vpdpwssd */
     OW_KPATH_AVX512 = 3,     /* AVX-512 F/BW/VL/VNNI, 512-bit registers */
-    OW_KPATH_COUNT = 4,
+    OW_KPATH_NEON = 4,       /* aarch64 AdvSIMD: s8 x s8 products with smull/sadalp */
+    OW_KPATH_NEON_DOTPROD = 5, /* the same with the dot-product extension's sdot */
+    OW_KPATH_COUNT = 6,
 } ow_kpath;
 
 #define OW_ROW_TILE 4  /* rows computed together, sharing each activation load */
@@ -72,7 +81,7 @@ int ow_row_bytes_ok(ow_wtype wt, int64_t n_cols, size_t row_bytes);
 /* --- paths ----------------------------------------------------------------------------------------------- */
 ow_kpath ow_kpath_for_isa(ow_isa isa);   /* best path of that ISA level on this CPU (AVX-VNNI if present) */
 int ow_kpath_available(ow_kpath p);      /* 1 if this CPU can run path p */
-const char *ow_kpath_name(ow_kpath p);   /* "generic", "avx2", "avx2-vnni", "avx512" */
+const char *ow_kpath_name(ow_kpath p);   /* "generic", "avx2", "avx2-vnni", "avx512", "neon", "neon-dotprod" */
 
 /* --- work ------------------------------------------------------------------------------------------------ */
 /* Quantize n_cols floats into one activation vector of type at (n_cols a multiple of its block size).

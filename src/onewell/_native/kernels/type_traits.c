@@ -19,6 +19,15 @@
 #define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX512(fn) [OW_KPATH_AVX512] = {0}
 #endif
+#if OW_NEON_KERNELS
+#define OW_NEON(fn) OW_SLOT(OW_KPATH_NEON, fn)
+#define OW_NEON_DOTPROD(fn) OW_SLOT(OW_KPATH_NEON_DOTPROD, fn)
+#else
+#define OW_NEON(fn) [OW_KPATH_NEON] = {0}
+#define OW_NEON_DOTPROD(fn) [OW_KPATH_NEON_DOTPROD] = {0}
+#endif
+/* the aarch64 dot kernels: one source (vec_dot_neon.inc) built for plain NEON and for NEON + dotprod */
+#define OW_NEON_DOTS(name) OW_NEON(vec_dot_##name##_neon), OW_NEON_DOTPROD(vec_dot_##name##_neon_dotprod)
 
 /* the common pattern of the x86 dot kernels: one source built for AVX2, AVX2 + AVX-VNNI and (as a 256-bit kernel
  * with EVEX VNNI, suffix _avx512_256, or a 512-bit one, suffix _avx512) AVX-512 */
@@ -39,38 +48,39 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
     [OW_TYPE_F32] = {.name = "f32", .block_size = 1, .block_bytes = 4, OW_WEIGHT(OW_TYPE_F32, f32, -1, NULL),
                      .from_float = {OW_GENERIC(act_quant_f32_generic)}, .vec_dot = {OW_DOTS(f32_f32, avx512)}},
     [OW_TYPE_F16] = {.name = "f16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F16, f16, -1, NULL),
-                     OW_ACT_QUANT(f16), .vec_dot = {OW_DOTS(f16_f16, avx512)},
+                     OW_ACT_QUANT(f16), .vec_dot = {OW_DOTS(f16_f16, avx512), OW_NEON_DOTS(f16_f16)},
                      /* several vectors: 12 FMA chains; bit-identical to the AVX2 dot (also the VNNI path's) */
                      .tile = {OW_AVX2(tile_f16_f16_avx2), OW_AVX2_VNNI(tile_f16_f16_avx2)}},
     [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
-                      OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256)},
+                      OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
                       .tile = {OW_AVX2(vec_dot_q4_0_q8_0_tile_avx2)}},
     [OW_TYPE_Q4_1] = {.name = "q4_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
                       OW_WEIGHT(OW_TYPE_Q8_1, q4_1, OW_TYPE_Q4_1_R16, ow_repack_q4_1_r16),
-                      .vec_dot = {OW_DOTS(q4_1_q8_1, avx512_256)},
+                      .vec_dot = {OW_DOTS(q4_1_q8_1, avx512_256), OW_NEON_DOTS(q4_1_q8_1)},
                       .tile = {OW_AVX2(vec_dot_q4_1_q8_1_tile_avx2)}},
     [OW_TYPE_Q5_0] = {.name = "q5_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q5_0, OW_TYPE_Q8_0_R16, ow_repack_q5_0_r16),
-                      .vec_dot = {OW_DOTS(q5_0_q8_0, avx512_256)},
+                      .vec_dot = {OW_DOTS(q5_0_q8_0, avx512_256), OW_NEON_DOTS(q5_0_q8_0)},
                       .tile = {OW_AVX2(vec_dot_q5_0_q8_0_tile_avx2)}},
     [OW_TYPE_Q5_1] = {.name = "q5_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_1),
                       OW_WEIGHT(OW_TYPE_Q8_1, q5_1, -1, NULL), .vec_dot = {OW_DOTS(q5_1_q8_1, avx512_256)},
                       .tile = {OW_AVX2(vec_dot_q5_1_q8_1_tile_avx2)}},
     [OW_TYPE_Q8_0] = {.name = "q8_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q8_0, OW_TYPE_Q8_0_R16, ow_repack_q8_0_r16),
-                      OW_ACT_QUANT(q8_0), .vec_dot = {OW_DOTS(q8_0_q8_0, avx512)},
+                      OW_ACT_QUANT(q8_0), .vec_dot = {OW_DOTS(q8_0_q8_0, avx512), OW_NEON_DOTS(q8_0_q8_0)},
                       .tile = {OW_AVX2(vec_dot_q8_0_q8_0_tile_avx2)}},
     [OW_TYPE_Q8_1] = {.name = "q8_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_1), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_1)},
     [OW_TYPE_Q4_K] = {.name = "q4_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q4_K),
-                      OW_WEIGHT(OW_TYPE_Q8_K, q4_K, -1, NULL), .vec_dot = {OW_DOTS(q4_K_q8_K, avx512)}},
+                      OW_WEIGHT(OW_TYPE_Q8_K, q4_K, -1, NULL), .vec_dot = {OW_DOTS(q4_K_q8_K, avx512), OW_NEON_DOTS(q4_K_q8_K)}},
     [OW_TYPE_Q5_K] = {.name = "q5_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q5_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q5_K, -1, NULL), .vec_dot = {OW_DOTS(q5_K_q8_K, avx512)}},
     [OW_TYPE_Q6_K] = {.name = "q6_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q6_K),
-                      OW_WEIGHT(OW_TYPE_Q8_K, q6_K, -1, NULL), .vec_dot = {OW_DOTS(q6_K_q8_K, avx512)}},
+                      OW_WEIGHT(OW_TYPE_Q8_K, q6_K, -1, NULL), .vec_dot = {OW_DOTS(q6_K_q8_K, avx512), OW_NEON_DOTS(q6_K_q8_K)}},
     [OW_TYPE_Q8_K] = {.name = "q8_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q8_K), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_K)},
-    /* issue 10's types: generic and AVX2 kernels (vec_dot_q23k_iq4_bf16_*); the VNNI and AVX-512 paths fall back */
+    /* issue 10's types: generic and AVX2 kernels (vec_dot_q23k_iq4_bf16_*), the VNNI and AVX-512 paths fall back;
+     * NEON kernels for IQ4_NL, IQ4_XS, BF16 (Q2_K, Q3_K: generic on aarch64) */
     [OW_TYPE_Q2_K] = {.name = "q2_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q2_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q2_K, -1, NULL),
                       .vec_dot = {OW_GENERIC(vec_dot_q2_K_q8_K_generic), OW_AVX2(vec_dot_q2_K_q8_K_avx2)}},
@@ -79,13 +89,15 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                       .vec_dot = {OW_GENERIC(vec_dot_q3_K_q8_K_generic), OW_AVX2(vec_dot_q3_K_q8_K_avx2)}},
     [OW_TYPE_IQ4_NL] = {.name = "iq4_nl", .block_size = OW_QK, .block_bytes = sizeof(ow_block_iq4_nl),
                         OW_WEIGHT(OW_TYPE_Q8_0, iq4_nl, -1, NULL),
-                        .vec_dot = {OW_GENERIC(vec_dot_iq4_nl_q8_0_generic), OW_AVX2(vec_dot_iq4_nl_q8_0_avx2)}},
+                        .vec_dot = {OW_GENERIC(vec_dot_iq4_nl_q8_0_generic), OW_AVX2(vec_dot_iq4_nl_q8_0_avx2),
+                                    OW_NEON_DOTS(iq4_nl_q8_0)}},
     [OW_TYPE_IQ4_XS] = {.name = "iq4_xs", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_iq4_xs),
                         OW_WEIGHT(OW_TYPE_Q8_K, iq4_xs, -1, NULL),
-                        .vec_dot = {OW_GENERIC(vec_dot_iq4_xs_q8_K_generic), OW_AVX2(vec_dot_iq4_xs_q8_K_avx2)}},
+                        .vec_dot = {OW_GENERIC(vec_dot_iq4_xs_q8_K_generic), OW_AVX2(vec_dot_iq4_xs_q8_K_avx2),
+                                    OW_NEON_DOTS(iq4_xs_q8_K)}},
     /* F32 activations: exact, and a bf16 weight is one shift from float32 (no AVX512-BF16 needed) */
     [OW_TYPE_BF16] = {.name = "bf16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F32, bf16, -1, NULL),
-                      .vec_dot = {OW_GENERIC(vec_dot_bf16_f32_generic), OW_AVX2(vec_dot_bf16_f32_avx2)}},
+                      .vec_dot = {OW_GENERIC(vec_dot_bf16_f32_generic), OW_AVX2(vec_dot_bf16_f32_avx2), OW_NEON_DOTS(bf16_f32)}},
 };
 
 /* onewell's load-time layouts (never in a file); their rows may be padded, so block_bytes excludes padding */
@@ -118,6 +130,8 @@ int ow_kpath_fallback(ow_kpath p) {
     case OW_KPATH_AVX2: return OW_KPATH_GENERIC;
     case OW_KPATH_AVX2_VNNI: return OW_KPATH_AVX2;
     case OW_KPATH_AVX512: return OW_KPATH_AVX2;
+    case OW_KPATH_NEON: return OW_KPATH_GENERIC;
+    case OW_KPATH_NEON_DOTPROD: return OW_KPATH_NEON;
     default: return -1;
     }
 }

@@ -53,7 +53,7 @@ typedef struct {
 const ow_type_traits_t *ow_type_traits(int t);
 
 /* The path an empty slot of path p falls back to (AVX-512 -> AVX2, since AVX-512 VNNI CPUs need not have
- * AVX-VNNI; AVX2-VNNI -> AVX2; AVX2 -> generic); -1 for generic. */
+ * AVX-VNNI; AVX2-VNNI -> AVX2; AVX2 -> generic; NEON-dotprod -> NEON -> generic); -1 for generic. */
 int ow_kpath_fallback(ow_kpath p);
 
 /* The kernel weights of type t run at path p after fallback: *tile or *dot is set (the other NULL); both NULL

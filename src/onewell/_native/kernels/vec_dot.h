@@ -83,4 +83,15 @@ void act_quant_q8_K_avx2(const float *x, void *xq, int64_t n);
 void act_quant_q8_0r16_avx2(const float *x, void *xq, int64_t n);
 #endif
 
+#if OW_NEON_KERNELS
+/* aarch64 kernels (vec_dot_neon.c): plain NEON and NEON + dotprod from one source */
+#define OW_FOR_EACH_DOT_NEON(X) \
+    X(q8_0_q8_0) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q4_K_q8_K) X(q6_K_q8_K) X(f16_f16) \
+    X(iq4_nl_q8_0) X(iq4_xs_q8_K) X(bf16_f32)
+#define OW_DECLARE_NEON(name) OW_DECLARE_DOT(name, neon)
+#define OW_DECLARE_NEON_DOTPROD(name) OW_DECLARE_DOT(name, neon_dotprod)
+OW_FOR_EACH_DOT_NEON(OW_DECLARE_NEON)
+OW_FOR_EACH_DOT_NEON(OW_DECLARE_NEON_DOTPROD)
+#endif
+
 #endif
