@@ -110,5 +110,5 @@ class NativeBackend(NativeSequence):
 
     def _step(self, ids: np.ndarray, logits: np.ndarray | None, mode: int) -> int:
         result = _core.executor_forward(self._ex, ids, self.n_past, logits, mode)
-        self.multi._n_past[0] += len(ids)
+        self.multi.advance(0, len(ids))
         return int(result)

@@ -206,7 +206,11 @@ class NativeMultiBackend:
     def _step(self, tokens: np.ndarray, seq_of: np.ndarray, pos_of: np.ndarray, logits, mode: int) -> None:
         _core.executor_forward_batch(self._ex, tokens, seq_of, pos_of, logits, mode)
         for s, count in zip(*np.unique(seq_of, return_counts=True)):
-            self._n_past[int(s)] += int(count)
+            self.advance(int(s), int(count))
+
+    def advance(self, seq_id: int, n: int) -> None:
+        """Count n tokens the executor just stored for sequence seq_id (a step run outside forward_batch)."""
+        self._n_past[seq_id] += n
 
     def _seq(self, seq_id) -> int:
         if isinstance(seq_id, bool) or not isinstance(seq_id, (int, np.integer)) or not 0 <= seq_id < self.n_seq:

@@ -94,106 +94,68 @@ TA_INLINE void ta_decode_q5_1(const uint8_t *w, int64_t nb, ta_row *row) {
     }
 }
 
-/* NV Q8_0 vectors against a decoded row of signed quants: |q| times a carrying q's sign keeps every pair of
- * products within int16 (vpmaddubsw's unsigned operand is |q| <= 128). */
-TA_INLINE void ta_dots_signed(const ta_row *row, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
-                              int64_t y_stride, const int NV) {
+/* NR (1 or 2) decoded rows of signed quants against NV Q8_0 vectors: |q| times a carrying q's sign keeps every
+ * pair of products within int16 (vpmaddubsw's unsigned operand is |q| <= 128). Each activation block is loaded
+ * and its scale converted once for the NR rows; per row and vector the arithmetic is the decode kernel's. */
+TA_INLINE void ta_dots_signed(const ta_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
+                              int64_t y_stride, const int NR, const int NV) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[TA_VECS];
-    for (int v = 0; v < NV; v++) acc[v] = _mm256_setzero_ps();
+    __m256 acc[2][TA_VECS];
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i q = _mm256_load_si256((const __m256i *)(row->q + OW_QK * b));
-        const __m256i abs_q = _mm256_sign_epi8(q, q);
-        const __m256 dw = _mm256_set1_ps(row->d[b]);
-        for (int v = 0; v < NV; v++) {
-            const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
-            const __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), q);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q, a), ones);
-            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
-            acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx), acc[v]);
+        __m256i q[2], abs_q[2];
+        __m256 dw[2];
+        for (int r = 0; r < NR; r++) {
+            q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
+            abs_q[r] = _mm256_sign_epi8(q[r], q[r]);
+            dw[r] = _mm256_set1_ps(rows[r].d[b]);
         }
-    }
-    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = ta_hsum(acc[v]);
-}
-
-/* NV Q8_1 vectors against a decoded row of unsigned quants and minimums: d_w d_x sum(q a) + m_w s_x per block */
-TA_INLINE void ta_dots_min(const ta_row *row, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
-                           int64_t y_stride, const int NV) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[TA_VECS];
-    float mins[TA_VECS];
-    for (int v = 0; v < NV; v++) { acc[v] = _mm256_setzero_ps(); mins[v] = 0.0f; }
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i q = _mm256_load_si256((const __m256i *)(row->q + OW_QK * b));
-        const __m256 dw = _mm256_set1_ps(row->d[b]);
-        const float mw = row->m[b];
-        for (int v = 0; v < NV; v++) {
-            const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride) + b;
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)xb->qs)), ones);
-            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
-            acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx), acc[v]);
-            mins[v] += mw * _cvtsh_ss(xb->s);
-        }
-    }
-    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = ta_hsum(acc[v]) + mins[v];
-}
-
-/* Two decoded rows against NV vectors at once: each activation block is loaded and its scale converted once for
- * both rows (per row and vector the arithmetic is ta_dots_signed's / ta_dots_min's, so results are the same). */
-TA_INLINE void ta_dots2_signed(const ta_row *row0, const ta_row *row1, int64_t nb, const uint8_t *x, size_t x_stride,
-                               float *y, int64_t y_stride, const int NV) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0[TA_VECS], acc1[TA_VECS];
-    for (int v = 0; v < NV; v++) acc0[v] = acc1[v] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i q0 = _mm256_load_si256((const __m256i *)(row0->q + OW_QK * b));
-        const __m256i q1 = _mm256_load_si256((const __m256i *)(row1->q + OW_QK * b));
-        const __m256i abs0 = _mm256_sign_epi8(q0, q0), abs1 = _mm256_sign_epi8(q1, q1);
-        const __m256 dw0 = _mm256_set1_ps(row0->d[b]), dw1 = _mm256_set1_ps(row1->d[b]);
         for (int v = 0; v < NV; v++) {
             const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
             const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
             const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs0, _mm256_sign_epi8(a, q0)), ones);
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs1, _mm256_sign_epi8(a, q1)), ones);
-            acc0[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(dw0, dx), acc0[v]);
-            acc1[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(dw1, dx), acc1[v]);
+            for (int r = 0; r < NR; r++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[r], _mm256_sign_epi8(a, q[r])), ones);
+                acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][v]);
+            }
         }
     }
-    for (int v = 0; v < NV; v++) {
-        y[(int64_t)v * y_stride] = ta_hsum(acc0[v]);
-        y[(int64_t)v * y_stride + 1] = ta_hsum(acc1[v]);
-    }
+    for (int v = 0; v < NV; v++)
+        for (int r = 0; r < NR; r++) y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]);
 }
 
-TA_INLINE void ta_dots2_min(const ta_row *row0, const ta_row *row1, int64_t nb, const uint8_t *x, size_t x_stride,
-                            float *y, int64_t y_stride, const int NV) {
+/* NR decoded rows of unsigned quants and minimums against NV Q8_1 vectors: d_w d_x sum(q a) + m_w s_x per block */
+TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
+                           int64_t y_stride, const int NR, const int NV) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc0[TA_VECS], acc1[TA_VECS];
-    float mins0[TA_VECS], mins1[TA_VECS];
-    for (int v = 0; v < NV; v++) { acc0[v] = acc1[v] = _mm256_setzero_ps(); mins0[v] = mins1[v] = 0.0f; }
+    __m256 acc[2][TA_VECS];
+    float mins[2][TA_VECS];
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) { acc[r][v] = _mm256_setzero_ps(); mins[r][v] = 0.0f; }
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i q0 = _mm256_load_si256((const __m256i *)(row0->q + OW_QK * b));
-        const __m256i q1 = _mm256_load_si256((const __m256i *)(row1->q + OW_QK * b));
-        const __m256 dw0 = _mm256_set1_ps(row0->d[b]), dw1 = _mm256_set1_ps(row1->d[b]);
-        const float mw0 = row0->m[b], mw1 = row1->m[b];
+        __m256i q[2];
+        __m256 dw[2];
+        float mw[2];
+        for (int r = 0; r < NR; r++) {
+            q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
+            dw[r] = _mm256_set1_ps(rows[r].d[b]);
+            mw[r] = rows[r].m[b];
+        }
         for (int v = 0; v < NV; v++) {
             const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride) + b;
             const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
             const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
             const float sx = _cvtsh_ss(xb->s);
-            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(q0, a), ones);
-            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(q1, a), ones);
-            acc0[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(dw0, dx), acc0[v]);
-            acc1[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(dw1, dx), acc1[v]);
-            mins0[v] += mw0 * sx;
-            mins1[v] += mw1 * sx;
+            for (int r = 0; r < NR; r++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], a), ones);
+                acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][v]);
+                mins[r][v] += mw[r] * sx;
+            }
         }
     }
-    for (int v = 0; v < NV; v++) {
-        y[(int64_t)v * y_stride] = ta_hsum(acc0[v]) + mins0[v];
-        y[(int64_t)v * y_stride + 1] = ta_hsum(acc1[v]) + mins1[v];
-    }
+    for (int v = 0; v < NV; v++)
+        for (int r = 0; r < NR; r++) y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]) + mins[r][v];
 }
 
 /* Every vector against one decoded row, TA_VECS at a time (the remainder with as many as are left). */
@@ -235,14 +197,12 @@ TA_INLINE void ta_dots2_min(const ta_row *row0, const ta_row *row1, int64_t nb, 
             TA_ALL_VECTORS(TA_ROW_CALL_##kind);                                                              \
         }                                                                                                    \
     }
-#define TA_PAIR_CALL_signed(NV) \
-    ta_dots2_signed(&rows[0], &rows[1], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
-#define TA_ROW_CALL_signed(NV) \
-    ta_dots_signed(&rows[0], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
-#define TA_PAIR_CALL_min(NV) \
-    ta_dots2_min(&rows[0], &rows[1], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
-#define TA_ROW_CALL_min(NV) \
-    ta_dots_min(&rows[0], nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NV)
+#define TA_CALL(kind, NR, NV) \
+    ta_dots_##kind(rows, nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NR, NV)
+#define TA_PAIR_CALL_signed(NV) TA_CALL(signed, 2, NV)
+#define TA_ROW_CALL_signed(NV) TA_CALL(signed, 1, NV)
+#define TA_PAIR_CALL_min(NV) TA_CALL(min, 2, NV)
+#define TA_ROW_CALL_min(NV) TA_CALL(min, 1, NV)
 
 TA_TILE(q8_0_q8_0, q8_0, signed)
 TA_TILE(q4_0_q8_0, q4_0, signed)
