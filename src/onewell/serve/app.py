@@ -42,6 +42,7 @@ from onewell.runtime.generate import check_fits
 from onewell.runtime.sampling import SamplingParams
 from onewell.serve import openai_schema as schema
 from onewell.serve.embeddings import EmbeddingRequest, EmbeddingScheduler, encode_vector
+from onewell.serve.arg_types import nonnegative_int, positive_float, positive_int
 from onewell.serve.limits import BodyTimeoutMiddleware, PrepareGate, ServerLimits, uvicorn_config
 from onewell.serve.openapi import build_openapi
 from onewell.serve.scheduler import (PREFILL_CHUNK, Chunk, Done, Failed, GenerationRequest, Job, QueueFullError,
@@ -678,34 +679,20 @@ def create_app(model: Any, *, parallel: int = 1, queue: int = 8, api_key: str | 
 # Command line
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _nonnegative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="onewell serve", description="OpenAI-compatible HTTP server with a chat page.")
     p.add_argument("model", help="registry name or path to a .gguf file")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (8080)")
-    p.add_argument("--parallel", type=_positive, default=1, help="requests generated at once, one KV cache each (1)")
-    p.add_argument("--queue", type=_nonnegative, default=8, help="requests that may wait for a slot (8); more get 503")
+    p.add_argument("--parallel", type=positive_int, default=1, help="requests generated at once, one KV cache each (1)")
+    p.add_argument("--queue", type=nonnegative_int, default=8, help="requests that may wait for a slot (8); more get 503")
     p.add_argument("--api-key", action="append", default=None,
                    help="require 'Authorization: Bearer KEY'; repeat for several clients, each with its own prompt "
                         "cache (default: $ONEWELL_API_KEY, comma-separated keys, else no key)")
     p.add_argument("--share-prompt-cache", action="store_true",
                    help="let requests of different API keys reuse each other's cached prompt prefixes")
-    p.add_argument("--threads", type=_positive, default=None, help="worker threads of the native backend")
-    p.add_argument("--ctx-size", "-c", type=_positive, default=4096, help="context tokens per slot (4096)")
+    p.add_argument("--threads", type=positive_int, default=None, help="worker threads of the native backend")
+    p.add_argument("--ctx-size", "-c", type=positive_int, default=4096, help="context tokens per slot (4096)")
     p.add_argument("--backend", choices=("native", "reference"), default="native")
     p.add_argument("--kv-type", choices=("f32", "f16", "q8_0"), default="f16",
                    help="KV cache element type of every slot: f16 (default), f32, q8_0")
@@ -715,23 +702,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="also serve requests whose Host header names NAME (repeatable; '*': any). Loopback names "
                         "are always served, and so is --host when it is a specific address")
-    p.add_argument("--max-connections", type=_positive, default=d.max_connections,
+    p.add_argument("--max-connections", type=positive_int, default=d.max_connections,
                    help=f"open connections; more get 503 ({d.max_connections})")
-    p.add_argument("--header-timeout", type=_positive_float, default=d.header_timeout,
+    p.add_argument("--header-timeout", type=positive_float, default=d.header_timeout,
                    help=f"seconds for a request head to arrive ({d.header_timeout:g})")
-    p.add_argument("--body-timeout", type=_positive_float, default=d.body_timeout,
+    p.add_argument("--body-timeout", type=positive_float, default=d.body_timeout,
                    help=f"seconds for a request body to arrive ({d.body_timeout:g})")
     from onewell.serve.ray_options import add_ray_arguments  # plain argparse; Ray itself only when used
 
     add_ray_arguments(p)
     return p
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def _is_loopback(host: str) -> bool:

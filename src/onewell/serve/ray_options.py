@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onewell.errors import OnewellError
+from onewell.serve.arg_types import positive_float, positive_int
 from onewell.serve.security import allowed_hosts_for
 
 # Options a --config file may set (argparse dest names), with their types.
@@ -26,31 +27,17 @@ CONFIG_KEYS: dict[str, type] = {
 APP_NAME = "onewell"
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
-
-
 def add_ray_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Ray Serve (pip install 'onewell[ray]'): replicas behind one endpoint")
-    g.add_argument("--replicas", type=_positive, default=None,
+    g.add_argument("--replicas", type=positive_int, default=None,
                    help="serve with N engine replicas on Ray Serve (each its own --threads and --parallel slots)")
     g.add_argument("--ray-address", default=None,
                    help="join this Ray cluster (e.g. auto, or HEAD_IP:6379); default: start a local Ray instance")
     g.add_argument("--min-replicas", type=int, default=None, help="autoscaling: fewest replicas (0 allowed)")
-    g.add_argument("--max-replicas", type=_positive, default=None, help="autoscaling: most replicas")
-    g.add_argument("--target-ongoing-requests", type=_positive_float, default=None,
+    g.add_argument("--max-replicas", type=positive_int, default=None, help="autoscaling: most replicas")
+    g.add_argument("--target-ongoing-requests", type=positive_float, default=None,
                    help="autoscaling: requests per replica to aim for (default: --parallel)")
-    g.add_argument("--replica-cpus", type=_positive_float, default=None,
+    g.add_argument("--replica-cpus", type=positive_float, default=None,
                    help="CPUs Ray reserves for each replica (default: --threads, else 1)")
     g.add_argument("--config", type=Path, default=None, help="YAML file with any of these options")
 
