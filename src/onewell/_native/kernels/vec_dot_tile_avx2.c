@@ -171,18 +171,16 @@ TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, siz
         }                                                                                                    \
     } while (0)
 
-/* The tile entry of a type: one vector or an over-long row goes to the decode dot kernel (vector by vector);
- * otherwise each of the nr rows is decoded once and dotted with every vector. */
+/* The tile entry of a type (an any_rows tile: nr is a whole matmul chunk): one vector or an over-long row goes to
+ * the decode dot kernel, which streams any number of rows, vector by vector straight into y; otherwise each of
+ * the nr rows is decoded once and dotted with every vector. */
 #define TA_TILE(name, wtype, kind)                                                                           \
     TA_TARGET void vec_dot_##name##_tile_avx2(OW_TILE_ARGS) {                                                \
         const int64_t nb = n_cols / OW_QK;                                                                   \
         const uint8_t *xb = x;                                                                               \
         if (n_vec < 2 || nb > TA_MAX_BLOCKS) {                                                               \
-            for (int v = 0; v < n_vec; v++) {                                                                \
-                float s[OW_ROW_TILE];                                                                        \
-                vec_dot_##name##_avx2(n_cols, w, w_stride, nr, xb + (size_t)v * x_stride, s);                \
-                for (int i = 0; i < nr; i++) y[(int64_t)v * y_stride + i] = s[i];                            \
-            }                                                                                                \
+            for (int v = 0; v < n_vec; v++)                                                                  \
+                vec_dot_##name##_avx2(n_cols, w, w_stride, nr, xb + (size_t)v * x_stride, y + (int64_t)v * y_stride); \
             return;                                                                                          \
         }                                                                                                    \
         ta_row rows[2];                                                                                      \
