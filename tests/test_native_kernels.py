@@ -230,7 +230,7 @@ def test_batched_matmul_equals_one_vector_at_a_time(wt, path):
     rng = np.random.default_rng(7 + int(wt))
     block = max(BLOCK_LAYOUTS[wt].block_size, 32)
     for rows, cols, n_vec in [(7, block * 3, 2), (5, block * 5, 4), (9, block * 2, 5), (4, block, 9),
-                              (3, 16416 if block == 32 else 16640, 3)]:
+                              (3, 16416 if block == 32 else 16640, 3), (6, 16416 if block == 32 else 16640, 2)]:
         raw = random_weight(rng, wt, rows, cols)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
         batched = nk.matmul(raw, wt, rows, cols, x, path)

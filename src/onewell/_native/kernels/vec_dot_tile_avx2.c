@@ -179,8 +179,13 @@ TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, siz
         const int64_t nb = n_cols / OW_QK;                                                                   \
         const uint8_t *xb = x;                                                                               \
         if (n_vec < 2 || nb > TA_MAX_BLOCKS) {                                                               \
-            for (int v = 0; v < n_vec; v++)                                                                  \
-                vec_dot_##name##_avx2(n_cols, w, w_stride, nr, xb + (size_t)v * x_stride, y + (int64_t)v * y_stride); \
+            /* several vectors: 4 rows at a time, so the rows are still in L1/L2 for the next vector */         \
+            const int group = n_vec < 2 ? nr : OW_ROW_TILE;                                                  \
+            for (int r0 = 0; r0 < nr; r0 += group)                                                           \
+                for (int v = 0; v < n_vec; v++)                                                              \
+                    vec_dot_##name##_avx2(n_cols, w + (size_t)r0 * w_stride, w_stride,                       \
+                                          nr - r0 < group ? nr - r0 : group, xb + (size_t)v * x_stride,      \
+                                          y + (int64_t)v * y_stride + r0);                                   \
             return;                                                                                          \
         }                                                                                                    \
         ta_row rows[2];                                                                                      \
