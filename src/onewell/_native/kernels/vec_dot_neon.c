@@ -20,9 +20,15 @@
 #define OW_NSUFFIX neon_dotprod
 #if defined(__clang__)
 #define OW_NTARGET __attribute__((target("dotprod")))
+#if !defined(__ARM_FEATURE_DOTPROD)
+#define OW_SDOT_ASM 1 /* the .inc writes sdot as inline asm: clang's vdotq_s32 needs dotprod for the whole file */
+#endif
 #else
 /* arm_neon.h defines vdotq_s32 under this exact target; "+dotprod" on the armv8-a base would not inline it */
 #define OW_NTARGET __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#ifndef OW_SDOT_ASM
+#define OW_SDOT_ASM 0
 #endif
 #define OW_NDOTPROD 1
 #include "vec_dot_neon.inc"
