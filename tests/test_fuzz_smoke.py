@@ -1,6 +1,6 @@
 """A short run of the GGUF fuzzer's loading harness (fuzz/gguf_harness.py) on ~1,000 structure-aware
 mutations of the seed corpus: every input must end as a working model or an onewell.errors exception, each
-within 2 s. The long coverage-guided run is fuzz/run_fuzz.py (docs/reliability.md)."""
+within 2 s (times ONEWELL_TEST_TIME_SCALE, see conftest.py). The long coverage-guided run is fuzz/run_fuzz.py (docs/reliability.md)."""
 from __future__ import annotations
 
 import random
@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import scaled
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fuzz/ folder at the repository root
 
@@ -18,7 +19,7 @@ from fuzz.mutate import mutate, walk  # noqa: E402
 from fuzz.seeds import seed_corpus  # noqa: E402
 
 N_INPUTS = 1000
-SECONDS_PER_INPUT = 2.0
+SECONDS_PER_INPUT = scaled(2.0)
 
 
 @pytest.fixture(scope="module")

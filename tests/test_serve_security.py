@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import scaled
 
 import onewell
 from onewell.serve.app import allowed_hosts_for, build_parser, create_app
@@ -187,17 +188,26 @@ def test_a_trickling_body_is_408(strict_server):
     assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
 
 
-def test_connections_beyond_the_limit_get_503(strict_server):
-    idle = [raw_connect(strict_server) for _ in range(6)]
+@pytest.fixture(scope="module")
+def limited_server(tiny_path):
+    """The connection limit alone: a head deadline far beyond the test, so the idle connections it holds open
+    are not closed by strict_server's 0.5 s one before the request it expects to be refused arrives."""
+    limits = ServerLimits(header_timeout=60.0, max_connections=6)
+    with BackgroundServer(create_app(load(tiny_path), limits=limits)) as s:
+        yield s
+
+
+def test_connections_beyond_the_limit_get_503(limited_server):
+    idle = [raw_connect(limited_server) for _ in range(6)]
     try:
-        time.sleep(0.1)
-        r = httpx.get(strict_server.url + "/health")
+        time.sleep(scaled(0.1))  # the server accepts them
+        r = httpx.get(limited_server.url + "/health")
         assert r.status_code == 503
     finally:
         for sock in idle:
             sock.close()
-    deadline = time.monotonic() + 5
-    while httpx.get(strict_server.url + "/health").status_code != 200:
+    deadline = time.monotonic() + scaled(5)
+    while httpx.get(limited_server.url + "/health").status_code != 200:
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
@@ -224,7 +234,8 @@ class SlowTemplates:
 
 def test_a_burst_beyond_the_queue_is_refused_before_its_templates_run(tiny_path):
     app = create_app(load(tiny_path), parallel=1, queue=1)
-    slow = app.state.onewell.model = SlowTemplates(app.state.onewell.model, 1.0)
+    template_seconds = scaled(1.0)  # the 8 requests must all arrive while the first template renders
+    slow = app.state.onewell.model = SlowTemplates(app.state.onewell.model, template_seconds)
     with BackgroundServer(app) as s, httpx.Client(timeout=30, limits=httpx.Limits(max_connections=16)) as client:
         client.get(s.url + "/health")
 
@@ -238,7 +249,7 @@ def test_a_burst_beyond_the_queue_is_refused_before_its_templates_run(tiny_path)
     statuses = sorted(code for code, _ in results)
     assert statuses == [200, 200] + [503] * 6, results  # one slot + one queue place
     assert slow.calls == 2  # the refused ones never reached the template
-    assert all(seconds < 0.8 for code, seconds in results if code == 503), results
+    assert all(seconds < 0.8 * template_seconds for code, seconds in results if code == 503), results
 
 
 # ---- prompt caches per API key -------------------------------------------------------------------------
