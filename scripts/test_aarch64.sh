@@ -11,13 +11,15 @@
 #    `clang` is installed: --target=aarch64-linux-gnu with the cross sysroot);
 # 2. the C kernel harness (tests/native_harness) checks every kernel path against vectors the numpy twins make
 #    on the host: under `qemu-aarch64 -cpu max` (NEON, dotprod, i8mm: paths generic, neon, neon-dotprod) and
-#    under `-cpu cortex-a53` (no dotprod: generic, neon; the dotprod rows fall back to the NEON kernels);
+#    under `-cpu cortex-a53` (no dotprod: generic, neon; the dotprod rows fall back to the NEON kernels); with
+#    clang installed, a clang build of the harness under `-cpu max` too (clang writes sdot differently);
 # 3. Python tests on an aarch64 CPython under qemu -cpu max, with the core cross-built for it: Debian's arm64
 #    python3.11 and its C libraries unpacked (never installed) into $ONEWELL_ARM64_ROOT, the project's dependencies
 #    and test extra as PyPI's aarch64 wheels at the host venv's versions (less ray and playwright: the browser test
 #    needs a native driver and stays x86-only). sys.executable is a wrapper that runs qemu again, so tests that
 #    start a Python subprocess are emulated too, without binfmt_misc. -m "not model" by default (the model
-#    tests take hours under emulation).
+#    tests take hours under emulation). ONEWELL_TEST_TIME_SCALE (default 20 here: emulation is 10-20x slower)
+#    stretches the tests' wall-time budgets (tests/conftest.py: scaled()).
 #
 # Needs: gcc-aarch64-linux-gnu, qemu-user, the host .venv (make setup; make native) for the numpy twins and pip,
 # and once, for stage 3, root to run `dpkg --add-architecture arm64 && apt-get update` (`make aarch64-tools` does
@@ -74,6 +76,18 @@ nice -n 19 "$CC" -O2 -std=c11 -Wall -Wno-unused-function -Werror -fno-math-errno
 nice -n 19 "$PY" tests/native_harness/make_vectors.py "$WORK/vectors.bin"
 "$QEMU" -L "$CROSS_ROOT" -cpu max "$WORK/kernel_harness" "$WORK/vectors.bin" --expect-paths generic,neon,neon-dotprod
 "$QEMU" -L "$CROSS_ROOT" -cpu cortex-a53 "$WORK/kernel_harness" "$WORK/vectors.bin" --expect-paths generic,neon
+if command -v clang >/dev/null; then   # clang compiles; the cross gcc links (it knows the cross libc's layout)
+    mkdir -p "$WORK/harness-clang"
+    for src in tests/native_harness/kernel_harness.c "$NATIVE"/kernels/*.c "$NATIVE"/cpu_features.c; do
+        nice -n 19 clang --target=aarch64-linux-gnu --sysroot="$CROSS_ROOT" -isystem "$CROSS_ROOT/include" -O2 \
+            -std=c11 -Wall -Wno-unused-function -Werror -fno-math-errno -I "$NATIVE" -c "$src" \
+            -o "$WORK/harness-clang/$(basename "$src" .c).o"
+    done
+    "$CC" -o "$WORK/kernel_harness_clang" "$WORK"/harness-clang/*.o -lm
+    "$QEMU" -L "$CROSS_ROOT" -cpu max "$WORK/kernel_harness_clang" "$WORK/vectors.bin" --expect-paths generic,neon,neon-dotprod \
+        | tail -n 1
+    echo "aarch64: stage 2: the clang-built kernel harness passed with -cpu max"
+fi
 echo "aarch64: stage 2: the kernel harness passed with -cpu max and -cpu cortex-a53"
 
 if [ "${ONEWELL_AARCH64_PYTEST:-1}" = 0 ]; then rm -rf "$WORK"; exit 0; fi
@@ -128,6 +142,7 @@ nice -n 19 "$CC" "${CFLAGS[@]}" -shared -pthread -I "$NATIVE" -I "$ARM_ROOT/usr/
     -idirafter "$ARM_ROOT/usr/include" $(find "$NATIVE" -name '*.c' | sort) -o "$NATIVE/_core$EXT_SUFFIX" -lm
 
 export PYTHONPATH="$WORK/tree/src:$WORK/tree/tests" PYTHONDONTWRITEBYTECODE=1
+export ONEWELL_TEST_TIME_SCALE=${ONEWELL_TEST_TIME_SCALE:-20}   # wall-time budgets of the tests, see conftest.py
 "$ARM_PY" -c "
 import platform, onewell._native._core as c
 assert platform.machine() == 'aarch64' and c.__file__.startswith('$WORK/'), (platform.machine(), c.__file__)
