@@ -25,7 +25,7 @@ from onewell.runtime.native_multi import NativeMultiBackend
 from onewell.runtime.reference import ReferenceBackend
 
 RTOL, ATOL = 2e-5, 1e-5
-OPS_ISA = {"generic": "generic", "avx2": "avx2", "avx2-vnni": "avx2", "avx512": "avx512"}
+OPS_ISA = ops.KERNEL_PATH_OPS_ISA
 
 
 @pytest.fixture(params=ops.available_isas())

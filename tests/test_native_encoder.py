@@ -12,7 +12,7 @@ from onewell.gguf.constants import GGMLType
 from onewell.models.base import LayerSpec, ModelConfig, ModelSpec, Weight
 from onewell.runtime.embedding import NativeEncoder, ReferenceEncoder, mean_pool_normalize
 from onewell.runtime.native_kernels import available_paths
-from onewell.runtime.native_ops import ops_isa, set_ops_isa
+from onewell.runtime.native_ops import KERNEL_PATH_OPS_ISA, ops_isa, set_ops_isa
 
 N_VOCAB, N_EMBD, N_HEAD, N_FF, N_LAYER = 97, 64, 4, 96, 2
 
@@ -54,7 +54,7 @@ def batch(seed=1, lengths=(5, 1, 12, 7)) -> list[np.ndarray]:
 def test_native_hidden_states_match_the_reference(path, dtype, atol):
     spec = tiny_encoder(dtype)
     inputs = batch()
-    ops_path = {"generic": "generic", "avx2": "avx2", "avx2-vnni": "avx2", "avx512": "avx512"}[path]
+    ops_path = KERNEL_PATH_OPS_ISA[path]
     previous = ops_isa()
     set_ops_isa(ops_path)
     try:

@@ -6,6 +6,7 @@ import pytest
 
 from onewell.runtime import native_ops as ops
 from onewell.runtime import ops_reference as ref
+from onewell.runtime.native_kernels import KERNEL_PATHS, available_paths
 
 RTOL, ATOL = 2e-5, 2e-6
 
@@ -116,3 +117,12 @@ def test_new_ops_validate_before_c():
         ops.softcap(f, 0.0)
     with pytest.raises(ValueError):
         ops.softcap(f, float("nan"))
+
+
+def test_every_kernel_path_has_an_ops_path_this_cpu_runs():
+    """Tests pair a kernel path with its ops path (KERNEL_PATH_OPS_ISA); a path missing there failed only on
+    the CPUs that have it (the NEON paths: a KeyError under qemu)."""
+    assert set(ops.KERNEL_PATH_OPS_ISA) == set(KERNEL_PATHS)
+    assert set(ops.KERNEL_PATH_OPS_ISA.values()) <= set(ops.ISA_PATHS)
+    for path in available_paths():
+        assert ops.KERNEL_PATH_OPS_ISA[path] in ops.available_isas(), path

@@ -27,6 +27,9 @@ ISA_PATHS = ("generic", "avx2", "avx512", "neon", "dotprod")
 # the ops paths each ISA level allows, most portable first (the ops have no dotprod code: that level runs neon)
 _OPS_LADDER = {"generic": ("generic",), "avx2": ("generic", "avx2"), "avx512": ("generic", "avx2", "avx512"),
                "neon": ("generic", "neon"), "dotprod": ("generic", "neon")}
+# the ops path that goes with each kernel path (native_kernels.KERNEL_PATHS), for tests pairing the two
+KERNEL_PATH_OPS_ISA = {"generic": "generic", "avx2": "avx2", "avx2-vnni": "avx2", "avx512": "avx512",
+                       "neon": "neon", "neon-dotprod": "neon"}
 MAX_THREADS = 1024
 
 
