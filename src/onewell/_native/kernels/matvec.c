@@ -129,16 +129,10 @@ void ow_matmul_rows_path(ow_wtype wt, const uint8_t *w, size_t row_bytes, int64_
     ow_dot_slot dot_slot;
     ow_type_kernel(ow_type_traits(wt), path, &tile, &dot_slot);
     const ow_tile_fn tile_fn = tile.fn;
-    if (tile_fn && tile.any_rows) {   /* the whole chunk in one call */
-        for (int64_t r = r0; r < r1; r += OW_TILE_MAX_ROWS) {
-            const int nr = (int)(r1 - r < OW_TILE_MAX_ROWS ? r1 - r : OW_TILE_MAX_ROWS);
-            tile_fn(n_cols, w + (size_t)r * row_bytes, row_bytes, nr, xq, xq_stride, n_vec, y + r, y_stride);
-        }
-        return;
-    }
-    if (tile_fn) {
-        for (int64_t r = r0; r < r1; r += OW_ROW_TILE) {
-            const int nr = (int)(r1 - r < OW_ROW_TILE ? r1 - r : OW_ROW_TILE);
+    if (tile_fn) {   /* an any_rows tile takes the whole chunk in one call */
+        const int64_t step = tile.any_rows ? OW_TILE_MAX_ROWS : OW_ROW_TILE;
+        for (int64_t r = r0; r < r1; r += step) {
+            const int nr = (int)(r1 - r < step ? r1 - r : step);
             tile_fn(n_cols, w + (size_t)r * row_bytes, row_bytes, nr, xq, xq_stride, n_vec, y + r, y_stride);
         }
         return;

@@ -30,7 +30,7 @@ typedef int (*ow_repack_fn)(const uint8_t *src, size_t src_row_bytes, int64_t ro
 /* A kernel slot: the function and its name (the name is for _core.type_traits() and tests). */
 typedef struct { ow_vec_dot_fn fn; const char *name; } ow_dot_slot;
 /* any_rows: the tile takes every row of a matmul chunk in one call (nr up to OW_TILE_MAX_ROWS, not only
- * OW_ROW_TILE), so per-call work on the activations (the AVX2 decode kernels' scale and seed conversion) is done
+ * OW_ROW_TILE), so per-call work on the activations (the AVX2 decode kernels' scale conversion) is done
  * once per chunk instead of once per 4 rows */
 typedef struct { ow_tile_fn fn; const char *name; int any_rows; } ow_tile_slot;
 #define OW_TILE_MAX_ROWS 65536
