@@ -226,11 +226,13 @@ def test_unaligned_weights_and_single_vector(wt):
 def test_batched_matmul_equals_one_vector_at_a_time(wt, path):
     """Prefill tiles (several vectors per weight pass, e.g. vec_dot_tile_avx2.c) give each vector exactly what the
     decode kernel gives it alone: batched and token-by-token runs of a model agree bit for bit. 16,416 columns
-    exceed the AVX2 tile's row scratch, so its fallback is covered too."""
+    exceed the AVX2 32-element tiles' row scratch (512 blocks) and 20,736 the K-quant tiles' (80 blocks), so their
+    fallbacks are covered too; 17 vectors of 512 blocks take two groups of the 32-element tiles' float scales."""
     rng = np.random.default_rng(7 + int(wt))
     block = max(BLOCK_LAYOUTS[wt].block_size, 32)
+    long_row = 16416 if block == 32 else 81 * 256
     for rows, cols, n_vec in [(7, block * 3, 2), (5, block * 5, 4), (9, block * 2, 5), (4, block, 9),
-                              (3, 16416 if block == 32 else 16640, 3), (6, 16416 if block == 32 else 16640, 2)]:
+                              (3, long_row, 3), (6, long_row, 2), (5, 80 * block, 3), (3, 512 * block, 17)]:
         raw = random_weight(rng, wt, rows, cols)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
         batched = nk.matmul(raw, wt, rows, cols, x, path)

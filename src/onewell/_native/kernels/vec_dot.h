@@ -66,7 +66,8 @@ void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a 
 void tile_f16_f16_avx2(OW_TILE_ARGS);   /* F16 x F16, 4 rows x 3 vectors per load (tile_f16_avx2.c) */
 
 /* AVX2 prefill tiles of the 32-element ggml types (vec_dot_tile_avx2.c): each row decoded once per batch */
-#define OW_FOR_EACH_TILE_AVX2(X) X(q8_0_q8_0) X(q4_0_q8_0) X(q5_0_q8_0) X(q4_1_q8_1) X(q5_1_q8_1)
+#define OW_FOR_EACH_TILE_AVX2(X) X(q8_0_q8_0) X(q4_0_q8_0) X(q5_0_q8_0) X(q4_1_q8_1) X(q5_1_q8_1) \
+    X(q4_K_q8_K) X(q6_K_q8_K)
 #define OW_DECLARE_TILE_AVX2(name) void vec_dot_##name##_tile_avx2(OW_TILE_ARGS);
 OW_FOR_EACH_TILE_AVX2(OW_DECLARE_TILE_AVX2)
 

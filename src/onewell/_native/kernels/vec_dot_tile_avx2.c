@@ -14,19 +14,9 @@
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
-#include <immintrin.h>
+#include "tile_avx2.h"
 
-#define TA_TARGET __attribute__((target("avx2,fma,f16c")))
-#define TA_INLINE static inline __attribute__((always_inline)) TA_TARGET
-#define TA_VECS 4                 /* vectors per pass over a decoded row: 4 accumulators + the row in registers */
 #define TA_MAX_BLOCKS 512         /* rows up to 16,384 columns decode into the scratch (16 KiB + scales) */
-
-TA_INLINE float ta_hsum(__m256 v) {   /* the decode kernels' horizontal sum, step for step */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* 16 packed bytes -> 32 bytes 0..15 (low nibbles = elements 0..15, high = 16..31) */
 TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
@@ -46,8 +36,12 @@ TA_INLINE __m256i ta_bit4(const uint8_t *qh) {
  * scale d (and minimum m) as floats. */
 typedef struct {
     int8_t q[TA_MAX_BLOCKS * OW_QK] __attribute__((aligned(32)));
-    float d[TA_MAX_BLOCKS], m[TA_MAX_BLOCKS];
+    float d[TA_MAX_BLOCKS + 8] __attribute__((aligned(32)));   /* + 8: ta_scale_products reads whole groups */
+    float m[TA_MAX_BLOCKS];
 } ta_row;
+
+/* zeros after a decoded row's nb scales, which ta_scale_products reads in groups of 8 */
+TA_INLINE void ta_pad_scales(float *d, int64_t nb) { _mm256_storeu_ps(d + nb, _mm256_setzero_ps()); }
 
 TA_INLINE void ta_store(ta_row *row, int64_t b, __m256i q) { _mm256_store_si256((__m256i *)(row->q + OW_QK * b), q); }
 
@@ -94,30 +88,47 @@ TA_INLINE void ta_decode_q5_1(const uint8_t *w, int64_t nb, ta_row *row) {
     }
 }
 
+/* The products d_w * d_x of blocks b0..b0+7 for NR rows and NV vectors (xs: the vectors' float scales, nb apart):
+ * one vmulps per row and vector instead of one per block; each block then takes its product with a broadcast
+ * load, which needs no FP pipe (docs/perf-log.md, entry 18). The same floats as the decode kernel's per-block
+ * product. Lanes past nb multiply the zero padding of both scratches. */
+TA_INLINE void ta_scale_products(const ta_row *rows, int64_t b0, int64_t nb, const float *xs, int64_t xs_stride,
+                                 float prod[2][TA_VECS][8], const int NR, const int NV) {
+    (void)nb;
+    for (int r = 0; r < NR; r++) {
+        const __m256 dw8 = _mm256_load_ps(rows[r].d + b0);
+        for (int v = 0; v < NV; v++)
+            _mm256_store_ps(prod[r][v], _mm256_mul_ps(dw8, _mm256_loadu_ps(xs + (int64_t)v * xs_stride + b0)));
+    }
+}
+
 /* NR (1 or 2) decoded rows of signed quants against NV Q8_0 vectors: |q| times a carrying q's sign keeps every
  * pair of products within int16 (vpmaddubsw's unsigned operand is |q| <= 128). Each activation block is loaded
- * and its scale converted once for the NR rows; per row and vector the arithmetic is the decode kernel's. */
-TA_INLINE void ta_dots_signed(const ta_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
-                              int64_t y_stride, const int NR, const int NV) {
+ * once for the NR rows; per row and vector the arithmetic is the decode kernel's. */
+TA_INLINE void ta_dots_signed(const ta_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, const float *xs,
+                              float *y, int64_t y_stride, const int NR, const int NV) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[2][TA_VECS];
+    float prod[2][TA_VECS][8] __attribute__((aligned(32)));
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i q[2], abs_q[2];
-        __m256 dw[2];
-        for (int r = 0; r < NR; r++) {
-            q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
-            abs_q[r] = _mm256_sign_epi8(q[r], q[r]);
-            dw[r] = _mm256_set1_ps(rows[r].d[b]);
-        }
-        for (int v = 0; v < NV; v++) {
-            const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
-            const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
-            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        ta_scale_products(rows, b0, nb, xs, nb, prod, NR, NV);
+        const int64_t b_end = b0 + 8 < nb ? b0 + 8 : nb;
+        for (int64_t b = b0; b < b_end; b++) {
+            __m256i q[2], abs_q[2];
             for (int r = 0; r < NR; r++) {
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[r], _mm256_sign_epi8(a, q[r])), ones);
-                acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][v]);
+                q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
+                abs_q[r] = _mm256_sign_epi8(q[r], q[r]);
+            }
+            for (int v = 0; v < NV; v++) {
+                const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
+                const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+                for (int r = 0; r < NR; r++) {
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_q[r], _mm256_sign_epi8(a, q[r])), ones);
+                    acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&prod[r][v][b - b0]),
+                                                acc[r][v]);
+                }
             }
         }
     }
@@ -125,32 +136,36 @@ TA_INLINE void ta_dots_signed(const ta_row *rows, int64_t nb, const uint8_t *x, 
         for (int r = 0; r < NR; r++) y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]);
 }
 
-/* NR decoded rows of unsigned quants and minimums against NV Q8_1 vectors: d_w d_x sum(q a) + m_w s_x per block */
-TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, float *y,
-                           int64_t y_stride, const int NR, const int NV) {
+/* NR decoded rows of unsigned quants and minimums against NV Q8_1 vectors: d_w d_x sum(q a) + m_w s_x per block
+ * (xs: per vector nb scales d, then nb sums s) */
+TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, const float *xs,
+                           float *y, int64_t y_stride, const int NR, const int NV) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[2][TA_VECS];
     float mins[2][TA_VECS];
+    float prod[2][TA_VECS][8] __attribute__((aligned(32)));
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < NV; v++) { acc[r][v] = _mm256_setzero_ps(); mins[r][v] = 0.0f; }
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i q[2];
-        __m256 dw[2];
-        float mw[2];
-        for (int r = 0; r < NR; r++) {
-            q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
-            dw[r] = _mm256_set1_ps(rows[r].d[b]);
-            mw[r] = rows[r].m[b];
-        }
-        for (int v = 0; v < NV; v++) {
-            const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride) + b;
-            const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
-            const __m256 dx = _mm256_cvtph_ps(_mm_set1_epi16((short)xb->d));
-            const float sx = _cvtsh_ss(xb->s);
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        ta_scale_products(rows, b0, nb, xs, 2 * nb, prod, NR, NV);
+        const int64_t b_end = b0 + 8 < nb ? b0 + 8 : nb;
+        for (int64_t b = b0; b < b_end; b++) {
+            __m256i q[2];
+            float mw[2];
             for (int r = 0; r < NR; r++) {
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], a), ones);
-                acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], dx), acc[r][v]);
-                mins[r][v] += mw[r] * sx;
+                q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
+                mw[r] = rows[r].m[b];
+            }
+            for (int v = 0; v < NV; v++) {
+                const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride) + b;
+                const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+                const float sx = xs[(int64_t)v * 2 * nb + nb + b];
+                for (int r = 0; r < NR; r++) {
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], a), ones);
+                    acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&prod[r][v][b - b0]),
+                                                acc[r][v]);
+                    mins[r][v] += mw[r] * sx;
+                }
             }
         }
     }
@@ -158,50 +173,65 @@ TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, siz
         for (int r = 0; r < NR; r++) y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]) + mins[r][v];
 }
 
-/* Every vector against one decoded row, TA_VECS at a time (the remainder with as many as are left). */
-#define TA_ALL_VECTORS(call)                                                                                 \
-    do {                                                                                                     \
-        int v = 0;                                                                                           \
-        for (; v + TA_VECS <= n_vec; v += TA_VECS) call(TA_VECS);                                            \
-        switch (n_vec - v) {                                                                                 \
-        case 3: call(3); break;                                                                              \
-        case 2: call(2); break;                                                                              \
-        case 1: call(1); break;                                                                              \
-        default: break;                                                                                      \
-        }                                                                                                    \
-    } while (0)
+/* The activation scales as floats, converted once per tile call instead of once per row pair: per vector d (and
+ * for Q8_1 then s), nb apart. The vectors go in groups whose scales fit TA_SCALE_FLOATS. */
+#define TA_SCALE_FLOATS 8192
+TA_INLINE void ta_scales_signed(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs) {
+    for (int v = 0; v < n_vec; v++) {
+        const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride);
+        for (int64_t b = 0; b < nb; b++) xs[(int64_t)v * nb + b] = _cvtsh_ss(xb[b].d);
+    }
+    ta_pad_scales(xs, (int64_t)n_vec * nb);
+}
+TA_INLINE void ta_scales_min(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs) {
+    for (int v = 0; v < n_vec; v++) {
+        const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride);
+        for (int64_t b = 0; b < nb; b++) {
+            xs[(int64_t)v * 2 * nb + b] = _cvtsh_ss(xb[b].d);
+            xs[(int64_t)v * 2 * nb + nb + b] = _cvtsh_ss(xb[b].s);
+        }
+    }
+    ta_pad_scales(xs, (int64_t)n_vec * 2 * nb);
+}
+#define TA_SCALES_PER_VECTOR_signed 1
+#define TA_SCALES_PER_VECTOR_min 2
 
 /* The tile entry of a type (an any_rows tile: nr is a whole matmul chunk): one vector or an over-long row goes to
- * the decode dot kernel, which streams any number of rows, vector by vector straight into y; otherwise each of
- * the nr rows is decoded once and dotted with every vector. */
+ * the decode dot kernel, which streams any number of rows, vector by vector straight into y; otherwise, per group
+ * of vectors, each of the nr rows is decoded once and dotted with every vector of the group. */
 #define TA_TILE(name, wtype, kind)                                                                           \
     TA_TARGET void vec_dot_##name##_tile_avx2(OW_TILE_ARGS) {                                                \
         const int64_t nb = n_cols / OW_QK;                                                                   \
-        const uint8_t *xb = x;                                                                               \
         if (n_vec < 2 || nb > TA_MAX_BLOCKS) {                                                               \
-            /* several vectors: 4 rows at a time, so the rows are still in L1/L2 for the next vector */         \
-            const int group = n_vec < 2 ? nr : OW_ROW_TILE;                                                  \
-            for (int r0 = 0; r0 < nr; r0 += group)                                                           \
-                for (int v = 0; v < n_vec; v++)                                                              \
-                    vec_dot_##name##_avx2(n_cols, w + (size_t)r0 * w_stride, w_stride,                       \
-                                          nr - r0 < group ? nr - r0 : group, xb + (size_t)v * x_stride,      \
-                                          y + (int64_t)v * y_stride + r0);                                   \
+            ta_by_decode_kernel(vec_dot_##name##_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride); \
             return;                                                                                          \
         }                                                                                                    \
-        ta_row rows[2];                                                                                      \
-        int r = 0;                                                                                           \
-        for (; r + 2 <= nr; r += 2) {   /* rows in pairs: each activation load serves both */                \
-            ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                       \
-            ta_decode_##wtype(w + (size_t)(r + 1) * w_stride, nb, &rows[1]);                                 \
-            TA_ALL_VECTORS(TA_PAIR_CALL_##kind);                                                             \
-        }                                                                                                    \
-        if (r < nr) {                                                                                        \
-            ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                       \
-            TA_ALL_VECTORS(TA_ROW_CALL_##kind);                                                              \
+        float xs[TA_SCALE_FLOATS + 8];                                                                       \
+        const int group = (int)(TA_SCALE_FLOATS / (TA_SCALES_PER_VECTOR_##kind * nb));                       \
+        for (int v0 = 0; v0 < n_vec; v0 += group) {                                                          \
+            const int nv = n_vec - v0 < group ? n_vec - v0 : group;                                          \
+            const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;                                  \
+            float *yv = y + (int64_t)v0 * y_stride;                                                          \
+            ta_scales_##kind(xb, x_stride, nb, nv, xs);                                                      \
+            ta_row rows[2];                                                                                  \
+            int r = 0;                                                                                       \
+            for (; r + 2 <= nr; r += 2) {   /* rows in pairs: each activation load serves both */            \
+                ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                   \
+                ta_decode_##wtype(w + (size_t)(r + 1) * w_stride, nb, &rows[1]);                             \
+                ta_pad_scales(rows[0].d, nb);                                                                \
+                ta_pad_scales(rows[1].d, nb);                                                                \
+                TA_ALL_VECTORS(TA_PAIR_CALL_##kind, nv);                                                     \
+            }                                                                                                \
+            if (r < nr) {                                                                                    \
+                ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                   \
+                ta_pad_scales(rows[0].d, nb);                                                                \
+                TA_ALL_VECTORS(TA_ROW_CALL_##kind, nv);                                                      \
+            }                                                                                                \
         }                                                                                                    \
     }
-#define TA_CALL(kind, NR, NV) \
-    ta_dots_##kind(rows, nb, xb + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride + r, y_stride, NR, NV)
+#define TA_CALL(kind, NR, NV)                                                                                \
+    ta_dots_##kind(rows, nb, xb + (size_t)v * x_stride, x_stride, xs + (int64_t)v * TA_SCALES_PER_VECTOR_##kind * nb, \
+                   yv + (int64_t)v * y_stride + r, y_stride, NR, NV)
 #define TA_PAIR_CALL_signed(NV) TA_CALL(signed, 2, NV)
 #define TA_ROW_CALL_signed(NV) TA_CALL(signed, 1, NV)
 #define TA_PAIR_CALL_min(NV) TA_CALL(min, 2, NV)

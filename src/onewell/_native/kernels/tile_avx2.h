@@ -1,0 +1,55 @@
+/* What the AVX2 prefill tiles share (vec_dot_tile_avx2.c: the 32-element types; vec_dot_tile_k_avx2.c: Q4_K,
+ * Q6_K): the decode kernels' horizontal sums step for step (so a tile's result is bit-identical to the decode
+ * kernel's), the walk over the vectors TA_VECS at a time, and the fallback to the decode kernel. Include only
+ * from files compiled with OW_X86_KERNELS. */
+#ifndef ONEWELL_TILE_AVX2_H
+#define ONEWELL_TILE_AVX2_H
+
+#include <immintrin.h>
+
+#include "vec_dot.h"
+
+#define TA_TARGET __attribute__((target("avx2,fma,f16c")))
+#define TA_INLINE static inline __attribute__((always_inline)) TA_TARGET
+#define TA_VECS 4   /* vectors per pass over decoded rows: their accumulators and the rows' bytes in registers */
+
+TA_INLINE float ta_hsum(__m256 v) {   /* OW_FN(hsum_ps) of vec_dot_x86_256.inc */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+TA_INLINE float ta_hsum128(__m128 s) {   /* OW_FN(hsum_ps128) */
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Every one of count vectors against the decoded rows, TA_VECS at a time (the remainder with as many as are
+ * left); `call(NV)` sees v, the first vector of the group. */
+#define TA_ALL_VECTORS(call, count)                                                                          \
+    do {                                                                                                     \
+        int v = 0;                                                                                           \
+        for (; v + TA_VECS <= (count); v += TA_VECS) call(TA_VECS);                                          \
+        switch ((count) - v) {                                                                               \
+        case 3: call(3); break;                                                                              \
+        case 2: call(2); break;                                                                              \
+        case 1: call(1); break;                                                                              \
+        default: break;                                                                                      \
+        }                                                                                                    \
+    } while (0)
+
+/* A tile's work done by its decode kernel instead (one vector, or rows too long for the tile's scratch): one
+ * vector streams all nr rows straight into y; several go 4 rows at a time, so the rows are still in L1/L2 for
+ * the next vector. */
+TA_INLINE void ta_by_decode_kernel(void (*dot)(OW_DOT_ARGS), OW_TILE_ARGS) {
+    const int group = n_vec < 2 ? nr : OW_ROW_TILE;
+    const uint8_t *xb = x;
+    for (int r0 = 0; r0 < nr; r0 += group)
+        for (int v = 0; v < n_vec; v++)
+            dot(n_cols, w + (size_t)r0 * w_stride, w_stride, nr - r0 < group ? nr - r0 : group,
+                xb + (size_t)v * x_stride, y + (int64_t)v * y_stride + r0);
+}
+
+#endif
