@@ -92,9 +92,8 @@ TA_INLINE void ta_decode_q5_1(const uint8_t *w, int64_t nb, ta_row *row) {
  * one vmulps per row and vector instead of one per block; each block then takes its product with a broadcast
  * load, which needs no FP pipe (docs/perf-log.md, entry 18). The same floats as the decode kernel's per-block
  * product. Lanes past nb multiply the zero padding of both scratches. */
-TA_INLINE void ta_scale_products(const ta_row *rows, int64_t b0, int64_t nb, const float *xs, int64_t xs_stride,
+TA_INLINE void ta_scale_products(const ta_row *rows, int64_t b0, const float *xs, int64_t xs_stride,
                                  float prod[2][TA_VECS][8], const int NR, const int NV) {
-    (void)nb;
     for (int r = 0; r < NR; r++) {
         const __m256 dw8 = _mm256_load_ps(rows[r].d + b0);
         for (int v = 0; v < NV; v++)
@@ -113,7 +112,7 @@ TA_INLINE void ta_dots_signed(const ta_row *rows, int64_t nb, const uint8_t *x, 
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        ta_scale_products(rows, b0, nb, xs, nb, prod, NR, NV);
+        ta_scale_products(rows, b0, xs, nb, prod, NR, NV);
         const int64_t b_end = b0 + 8 < nb ? b0 + 8 : nb;
         for (int64_t b = b0; b < b_end; b++) {
             __m256i q[2], abs_q[2];
@@ -147,7 +146,7 @@ TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, siz
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < NV; v++) { acc[r][v] = _mm256_setzero_ps(); mins[r][v] = 0.0f; }
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        ta_scale_products(rows, b0, nb, xs, 2 * nb, prod, NR, NV);
+        ta_scale_products(rows, b0, xs, 2 * nb, prod, NR, NV);
         const int64_t b_end = b0 + 8 < nb ? b0 + 8 : nb;
         for (int64_t b = b0; b < b_end; b++) {
             __m256i q[2];
