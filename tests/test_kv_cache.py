@@ -6,14 +6,15 @@ Tolerances: the store is bit-exact (f16 rounds to nearest even on both sides; q8
 whose numpy twin is bit-exact). Attention over the stored values is float32 in C against float64 in numpy, the
 same bounds as tests/test_native_ops.py. The executor bounds are test_native_backend.py's (only summation order
 and 8-bit activation roundings differ), which the rounding of the cache does not change: both sides round the same
-float32 keys and values, so the cache adds no noise of its own unless a value sits within an ulp of a rounding
-boundary.
+float32 keys and values. What it does change is which values sit within float32 noise of an 8-bit rounding
+boundary, where the executor may pick the other step: such ties are compared with the emulation rounding them
+the other way (test_native_backend.errors_up_to_ties; docs/kernels.md, "aarch64 under emulation").
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_native_backend import IDS, TINY, EmulatedExecutor, tiny_spec
+from test_native_backend import IDS, TINY, errors_up_to_ties, tiny_spec
 
 from onewell._native import _core
 from onewell.runtime import kv_cache as K
@@ -178,16 +179,17 @@ def tiny(request):
 @pytest.mark.parametrize("kv_type", K.KV_TYPES)
 def test_executor_logits_match_the_emulation_with_the_same_cache_type(isa, tiny, kv_type):
     """test_native_backend's emulation of the executor, its cache rounded as kv_type, per ops ISA (attention
-    runs there) and the matching kernel path. The bound is that test's; a cache read as the wrong type
-    (f16 bits as f32, blocks misaddressed) lands at O(1) of the logit range."""
+    runs there) and the matching kernel path. The bound is that test's, up to 8-bit roundings the emulation
+    itself holds within a few float32 ulps of their boundary (errors_up_to_ties: such a value may round to
+    either neighbour; one step there moved the qwen2 q8_0 logits by 3.4e-3 on neon-dotprod and 4.1e-3 on
+    avx512, docs/kernels.md); a cache read as the wrong type (f16 bits as f32, blocks misaddressed) lands at
+    O(1) of the logit range."""
     paths = [p for p in available_paths() if OPS_ISA[p] == isa] or ["generic"]
-    emulated = EmulatedExecutor(tiny, n_ctx=len(IDS), kv_type=kv_type).forward(IDS, all_logits=True)
-    scale = np.abs(emulated).max()
     for path in paths:
         backend = NativeBackend(tiny, n_ctx=32, isa=path, kv_type=kv_type)
         info = backend.info()
         assert info["kv_type"] == kv_type and info["ops_isa"] == isa
-        err = np.abs(backend.forward(IDS, all_logits=True) - emulated) / scale
+        err = errors_up_to_ties(backend.forward(IDS, all_logits=True), tiny, IDS, kv_type=kv_type)
         print(f"\n{tiny.config.arch} {kv_type} {path}: |native - emulated| mean {err.mean():.2e} max {err.max():.2e}")
         assert err.mean() < 3e-5 and err.max() < 1e-3
 
