@@ -3,7 +3,7 @@ the one-sequence case of the multi-sequence engine (runtime/native_multi.py).
 
 Each forward step runs in one C call with the GIL released: every layer, the output projection and (for greedy
 decoding) the argmax. The weights stay quantized in the GGUF mapping; activations are quantized to 8 bits inside
-the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 and Q5_0 matrices are repacked once at load into
+the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 matrices are repacked once at load into
 the Q8_0 R16 layout and Q4_1 ones into Q4_1 R16 (lossless; Q4_1's min term is taken from f32 d_x * sum(x_q)
 instead of ggml's fp16 s, a ~2^-11 relative difference of that term), which that path streams far faster; the
 copies cost memory,

@@ -36,11 +36,12 @@ def default_path() -> str:
     return _core().kernel_default_path()
 
 
-# The weight types each kernel path repacks to R16 at load unless told (docs/perf-log.md, entries 3, 10 and 11):
-# chosen by measurement per path, since a layout that pays on one path may not on another (Q5_0 -> Q8_0 R16
-# reads 25 % more bytes).
+# The weight types each kernel path repacks to R16 at load unless told (docs/perf-log.md, entries 3, 10, 11 and
+# 19): chosen by measurement per path, since a layout that pays on one path may not on another. Q5_0 -> Q8_0 R16
+# reads 34/22 the bytes: on AVX-512 (Zen 4) the file layout, streamed, decodes 1.10-1.15x faster, and its VNNI
+# prefill tile runs at 0.85-0.87 of the R16 tiles (entry 19).
 DEFAULT_REPACK: dict[str, frozenset[str]] = {
-    "avx512": frozenset({"q8_0", "q5_0", "q4_1"}),
+    "avx512": frozenset({"q8_0", "q4_1"}),
     "avx2": frozenset(),
     "avx2-vnni": frozenset(),
     "generic": frozenset(),

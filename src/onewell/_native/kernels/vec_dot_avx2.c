@@ -10,21 +10,17 @@
 #define OW_SUFFIX avx2
 #define OW_TARGET __attribute__((target("avx2,fma,f16c")))
 #define OW_VNNI 0
-#define OW_STREAM_ROWS 1
 #include "vec_dot_x86_256.inc"
 #undef OW_SUFFIX
 #undef OW_TARGET
 #undef OW_VNNI
-#undef OW_STREAM_ROWS
 
 #define OW_SUFFIX avx2_vnni
 #define OW_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define OW_VNNI 1
-#define OW_STREAM_ROWS 1
 #include "vec_dot_x86_256.inc"
 #undef OW_SUFFIX
 #undef OW_TARGET
 #undef OW_VNNI
-#undef OW_STREAM_ROWS
 
 #endif

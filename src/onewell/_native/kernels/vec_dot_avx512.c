@@ -5,7 +5,10 @@
  * Types whose blocks fill 512-bit registers naturally get their own kernels here: Q8_0 (two 32-byte blocks per
  * register), the 256-element K-quants (64 elements per register), F32/F16 (masked tails). The 32-element 4/5-bit
  * types run the 256-bit kernels of vec_dot_x86_256.inc, rebuilt below with EVEX VNNI and mask registers
- * (suffix _avx512_256): their 16-byte blocks would need cross-lane shuffles to fill a 512-bit register. */
+ * (suffix _avx512_256): their 16-byte blocks would need cross-lane shuffles to fill a 512-bit register. Like the
+ * AVX2 builds they stream rows one at a time with prefetch (for Q5_0 in its file layout on Zen 4: 1.8-1.9x the
+ * 4-row tiles they used to run, docs/perf-log.md entry 19); Q4_0 and Q5_0 have VNNI prefill tiles of their own
+ * (vec_dot_tile_avx512.c). */
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
@@ -14,11 +17,9 @@
 #define OW_SUFFIX avx512_256
 #define OW_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define OW_VNNI 2
-#define OW_STREAM_ROWS 0
 #include "vec_dot_x86_256.inc"
 #undef OW_SUFFIX
 #undef OW_VNNI
-#undef OW_STREAM_ROWS
 
 #define OW_INLINE static inline __attribute__((always_inline)) OW_TARGET
 

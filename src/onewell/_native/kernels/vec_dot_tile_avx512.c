@@ -1,0 +1,142 @@
+/* AVX-512 VNNI prefill tiles of Q4_0 and Q5_0 in their file layout (the AVX-512 path reads these types as they
+ * are in the file; only Q8_0 and Q4_1 are repacked there, docs/perf-log.md entry 19).
+ *
+ * Why: a prefill matmul without a tile runs the decode dot once per vector, redoing each block's unpacking for
+ * every vector of the batch. Here each weight row is decoded once into unsigned bytes (the nibbles, plus 16 for
+ * Q5_0's fifth bit) that stay in L1, and each further (row, vector, block) costs one vpdpbusd, one convert and
+ * one FMA: vpdpbusd multiplies unsigned weights by signed activations directly, where the AVX2 tiles need
+ * vpsignb + vpmaddubsw + vpmaddwd. The offset (8 or 16) is removed by the decode kernels' seed, -o times the
+ * activation's 4-element sums, computed once per (vector, block) and shared by TV_ROWS rows.
+ *
+ * Bit-identical to the AVX-512 path's decode kernels (vec_dot_x86_256.inc built as _avx512_256): every int32 lane
+ * holds the same integer (sum (q - o) a over the same 4 bytes), each block is added by the same FMA of the same
+ * float product d_w * d_x, in block order, and the horizontal sum is the same. One vector (decode) calls the
+ * decode kernel itself. */
+#include "vec_dot.h"
+
+#if OW_X86_KERNELS
+#include "tile_avx2.h"
+
+#define TV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define TV_INLINE static inline __attribute__((always_inline)) TV_TARGET
+#define TV_MAX_BLOCKS 512   /* rows up to 16,384 columns decode into the scratch; longer ones use the decode kernel */
+#define TV_ROWS 4           /* rows per pass: 4 rows x 4 vectors of accumulators fit the 32 vector registers */
+#define TV_SCALE_FLOATS 8192
+
+/* A decoded row: 32 unsigned quant bytes per block and the block scales as floats (+ 8 zeros: read in groups). */
+typedef struct {
+    uint8_t q[TV_MAX_BLOCKS * OW_QK] __attribute__((aligned(32)));
+    float d[TV_MAX_BLOCKS + 8] __attribute__((aligned(32)));
+} tv_row;
+
+/* 16 packed bytes -> 32 bytes 0..15 (low nibbles = elements 0..15, high = 16..31) */
+TV_INLINE __m256i tv_nibbles(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+TV_INLINE void tv_decode_q4_0(const uint8_t *w, int64_t nb, tv_row *row) {
+    const ow_block_q4_0 *wb = (const ow_block_q4_0 *)w;
+    for (int64_t b = 0; b < nb; b++) {
+        _mm256_store_si256((__m256i *)(row->q + OW_QK * b), tv_nibbles(wb[b].qs));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+    }
+    _mm256_storeu_ps(row->d + nb, _mm256_setzero_ps());
+}
+
+TV_INLINE void tv_decode_q5_0(const uint8_t *w, int64_t nb, tv_row *row) {
+    const ow_block_q5_0 *wb = (const ow_block_q5_0 *)w;
+    for (int64_t b = 0; b < nb; b++) {   /* byte j gets 16 where bit j of qh is set */
+        const __m256i bit4 = _mm256_maskz_mov_epi8(_cvtu32_mask32(ow_read_u32(wb[b].qh)), _mm256_set1_epi8(0x10));
+        _mm256_store_si256((__m256i *)(row->q + OW_QK * b), _mm256_or_si256(tv_nibbles(wb[b].qs), bit4));
+        row->d[b] = _cvtsh_ss(wb[b].d);
+    }
+    _mm256_storeu_ps(row->d + nb, _mm256_setzero_ps());
+}
+
+/* NR decoded rows against NV Q8_0 vectors (xs: the vectors' float scales, nb apart, zero-padded by 8). Per 8
+ * blocks the products d_w * d_x come from one vmulps per (row, vector); each block's FMA takes its product by a
+ * broadcast load. */
+TV_INLINE void tv_dots(const tv_row *rows, int64_t nb, const uint8_t *x, size_t x_stride, const float *xs,
+                       char offset, float *y, int64_t y_stride, const int NR, const int NV) {
+    __m256 acc[TV_ROWS][TA_VECS];
+    float prod[TV_ROWS][TA_VECS][8] __attribute__((aligned(32)));
+    const __m256i o = _mm256_set1_epi8(offset);
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        for (int r = 0; r < NR; r++) {
+            const __m256 dw8 = _mm256_load_ps(rows[r].d + b0);
+            for (int v = 0; v < NV; v++)
+                _mm256_store_ps(prod[r][v], _mm256_mul_ps(dw8, _mm256_loadu_ps(xs + (int64_t)v * nb + b0)));
+        }
+        const int64_t b_end = b0 + 8 < nb ? b0 + 8 : nb;
+        for (int64_t b = b0; b < b_end; b++) {
+            __m256i q[TV_ROWS];
+            for (int r = 0; r < NR; r++) q[r] = _mm256_load_si256((const __m256i *)(rows[r].q + OW_QK * b));
+            for (int v = 0; v < NV; v++) {
+                const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + b;
+                const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+                const __m256i zero = _mm256_setzero_si256();
+                const __m256i seed = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, o, a));
+                for (int r = 0; r < NR; r++) {
+                    const __m256i p = _mm256_dpbusd_epi32(seed, q[r], a);
+                    acc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&prod[r][v][b - b0]),
+                                                acc[r][v]);
+                }
+            }
+        }
+    }
+    for (int v = 0; v < NV; v++)
+        for (int r = 0; r < NR; r++) y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]);
+}
+
+/* NR rows (1..TV_ROWS) against every vector of the group, TA_VECS at a time */
+#define TV_CALL(NV) tv_dots(rows, nb, xb + (size_t)v * x_stride, x_stride, xs + (int64_t)v * nb, offset, \
+                            yv + (int64_t)v * y_stride + r, y_stride, NR, NV)
+TV_INLINE void tv_rows_all_vectors(const tv_row *rows, int64_t nb, const uint8_t *xb, size_t x_stride,
+                                   const float *xs, char offset, float *yv, int64_t y_stride, int64_t r, int nv,
+                                   const int NR) {
+    TA_ALL_VECTORS(TV_CALL, nv);
+}
+#undef TV_CALL
+
+/* The tile entry (any_rows: nr is a whole matmul chunk). One vector or an over-long row goes to the decode kernel;
+ * otherwise, per group of vectors whose scales fit the buffer, rows are decoded TV_ROWS at a time and each group
+ * of rows is dotted with every vector. */
+#define TV_TILE(name, wtype, offset)                                                                          \
+    TV_TARGET void vec_dot_##name##_tile_avx512(OW_TILE_ARGS) {                                               \
+        const int64_t nb = n_cols / OW_QK;                                                                    \
+        if (n_vec < 2 || nb > TV_MAX_BLOCKS) {                                                                \
+            ta_by_decode_kernel(vec_dot_##name##_avx512_256, n_cols, w, w_stride, nr, x, x_stride, n_vec, y,  \
+                                y_stride);                                                                    \
+            return;                                                                                           \
+        }                                                                                                     \
+        float xs[TV_SCALE_FLOATS + 8];                                                                        \
+        tv_row rows[TV_ROWS];                                                                                 \
+        const int group = (int)(TV_SCALE_FLOATS / nb);                                                        \
+        for (int v0 = 0; v0 < n_vec; v0 += group) {                                                           \
+            const int nv = n_vec - v0 < group ? n_vec - v0 : group;                                           \
+            const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;                                   \
+            float *yv = y + (int64_t)v0 * y_stride;                                                           \
+            for (int v = 0; v < nv; v++) {                                                                    \
+                const ow_block_q8_0 *xv = (const ow_block_q8_0 *)(xb + (size_t)v * x_stride);                 \
+                for (int64_t b = 0; b < nb; b++) xs[(int64_t)v * nb + b] = _cvtsh_ss(xv[b].d);                \
+            }                                                                                                 \
+            _mm256_storeu_ps(xs + (int64_t)nv * nb, _mm256_setzero_ps());                                     \
+            int64_t r = 0;                                                                                    \
+            for (; r + TV_ROWS <= nr; r += TV_ROWS) {                                                         \
+                for (int i = 0; i < TV_ROWS; i++) tv_decode_##wtype(w + (size_t)(r + i) * w_stride, nb, &rows[i]); \
+                tv_rows_all_vectors(rows, nb, xb, x_stride, xs, offset, yv, y_stride, r, nv, TV_ROWS);        \
+            }                                                                                                 \
+            for (; r < nr; r++) {                                                                             \
+                tv_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                    \
+                tv_rows_all_vectors(rows, nb, xb, x_stride, xs, offset, yv, y_stride, r, nv, 1);              \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+
+TV_TILE(q4_0_q8_0, q4_0, 8)
+TV_TILE(q5_0_q8_0, q5_0, 16)
+
+#endif
