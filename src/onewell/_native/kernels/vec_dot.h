@@ -73,6 +73,10 @@ OW_FOR_EACH_TILE_AVX2(OW_DECLARE_TILE_AVX2)
 /* AVX-512 VNNI prefill tiles of the offset types in their file layout (vec_dot_tile_avx512.c) */
 void vec_dot_q4_0_q8_0_tile_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_tile_avx512(OW_TILE_ARGS);
+/* ... and of the K-quants, each block unpacked once for 4 vectors (vec_dot_avx512.c) */
+void vec_dot_q4_K_q8_K_tile_avx512(OW_TILE_ARGS);
+void vec_dot_q5_K_q8_K_tile_avx512(OW_TILE_ARGS);
+void vec_dot_q6_K_q8_K_tile_avx512(OW_TILE_ARGS);
 
 /* kernels that use the full 512-bit registers; other types run their _avx512_256 twin on this path */
 #define OW_FOR_EACH_DOT_512(X) X(f32_f32) X(f16_f16) X(q8_0_q8_0) X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)

@@ -14,6 +14,8 @@
 #if OW_X86_KERNELS
 #include <immintrin.h>
 
+#include "tile_avx2.h"   /* TA_ALL_VECTORS */
+
 #define OW_SUFFIX avx512_256
 #define OW_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define OW_VNNI 2
@@ -364,6 +366,120 @@ OW_AVX512_STREAM_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
 OW_AVX512_STREAM_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
 OW_AVX512_ENTRY(f32_f32, tile_f32, 1)
 OW_AVX512_ENTRY(f16_f16, tile_f16, 1)
+
+/* --- K-quant prefill tiles: each block of a row unpacked once for KT_VECS vectors ------------------------------
+ * Without them a prefill matmul ran the decode kernel above once per vector, unpacking every block (nibbles, the
+ * fifth bits, the scale permutes) again for each. Per (row, vector) the arithmetic is the decode kernel's, block
+ * after block in the same order, so batched and token-by-token results are bit-identical
+ * (tests/test_native_kernels.py::test_batched_matmul_equals_one_vector_at_a_time). A row (<= 2.8 KB for 4,864
+ * columns of Q4_K) comes from memory for the first group of vectors and from L1 for the others. */
+#define KT_VECS 4
+
+OW_INLINE void tile_q45_K_vecs(int64_t nb, const uint8_t *wrow, const uint8_t *x, size_t x_stride, float *y,
+                               int64_t y_stride, const int NV, const int HIGH) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    __m512 acc[KT_VECS];
+    __m128 acc_min[KT_VECS];
+    for (int v = 0; v < NV; v++) { acc[v] = _mm512_setzero_ps(); acc_min[v] = _mm_setzero_ps(); }
+    for (int64_t b = 0; b < nb; b++) {
+        const ow_block_q4_K *b4 = (const ow_block_q4_K *)wrow + b;
+        const ow_block_q5_K *b5 = (const ow_block_q5_K *)wrow + b;
+        const float wd = half1(HIGH ? b5->d : b4->d), wdmin = half1(HIGH ? b5->dmin : b4->dmin);
+        const uint8_t *qs = HIGH ? b5->qs : b4->qs;
+        const __m256i sm16 = _mm256_cvtepu8_epi16(k4_scales_mins(HIGH ? b5->scales : b4->scales));
+        const __m128i mins = _mm256_extracti128_si256(sm16, 1);
+        const __m512i scales = _mm512_castsi256_si512(sm16);
+        __m512i hbits = _mm512_setzero_si512();
+        if (HIGH) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)b5->qh);
+            hbits = join256(qh, _mm256_srli_epi16(qh, 1));
+        }
+        __m512i q[4], scale[4];
+        for (int c = 0; c < 4; c++) {
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            q[c] = _mm512_and_si512(join256(q4, _mm256_srli_epi16(q4, 4)), low4);
+            if (HIGH) {
+                const __mmask64 top = _mm512_test_epi8_mask(hbits, _mm512_set1_epi8((char)(1 << (2 * c))));
+                q[c] = _mm512_mask_add_epi8(q[c], top, q[c], bit4);
+            }
+            scale[c] = _mm512_permutexvar_epi16(pick_two_words(2 * c, 2 * c + 1), scales);
+        }
+        for (int v = 0; v < NV; v++) {
+            const ow_block_q8_K *xb = (const ow_block_q8_K *)(x + (size_t)v * x_stride) + b;
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
+            const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+            const __m128i min_dot = _mm_madd_epi16(mins, sub_sums);
+            acc_min[v] = _mm_fmadd_ps(_mm_set1_ps(-wdmin * xb->d), _mm_cvtepi32_ps(min_dot), acc_min[v]);
+            __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++)
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[c], _mm512_loadu_si512((const void *)(xb->qs + 64 * c))),
+                                           scale[c]);
+            acc[v] = _mm512_fmadd_ps(_mm512_set1_ps(wd * xb->d), _mm512_cvtepi32_ps(isum), acc[v]);
+        }
+    }
+    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = _mm512_reduce_add_ps(acc[v]) + hsum_ps128(acc_min[v]);
+}
+
+OW_INLINE void tile_q6_K_vecs(int64_t nb, const uint8_t *wrow, const uint8_t *x, size_t x_stride, float *y,
+                              int64_t y_stride, const int NV) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    __m512 acc[KT_VECS];
+    for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const ow_block_q6_K *wb = (const ow_block_q6_K *)wrow + b;
+        const float wd = half1(wb->d);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        const __m512i scales = _mm512_castsi256_si512(sc16);
+        __m512i q[4], scale[4];   /* elements 64k..64k+63: half k/2, low (k even) or high (k odd) nibbles of ql */
+        for (int half = 0; half < 2; half++) {
+            const __m512i ql = _mm512_loadu_si512((const void *)(wb->ql + 64 * half));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * half));
+            const __m512i qh2 = join256(qh, _mm256_srli_epi16(qh, 2));
+            q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), bits45));
+            q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh2, bits45));
+            scale[2 * half] = _mm512_permutexvar_epi16(pick_four_words(2 * half), scales);
+            scale[2 * half + 1] = _mm512_permutexvar_epi16(pick_four_words(2 * half + 1), scales);
+        }
+        for (int v = 0; v < NV; v++) {
+            const ow_block_q8_K *xb = (const ow_block_q8_K *)(x + (size_t)v * x_stride) + b;
+            const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
+            const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
+            __m512i isum = zext256(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
+            for (int k = 0; k < 4; k++)
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(xb->qs + 64 * k))),
+                                           scale[k]);
+            acc[v] = _mm512_fmadd_ps(_mm512_set1_ps(wd * xb->d), _mm512_cvtepi32_ps(isum), acc[v]);
+        }
+    }
+    for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = _mm512_reduce_add_ps(acc[v]);
+}
+
+/* The tile entries (any_rows: nr is a whole matmul chunk): one vector streams every row through the decode entry;
+ * several go row by row, KT_VECS vectors per pass over the row. */
+#define KT_CALL(NV) vecs(nb, wrow, xb + (size_t)v * x_stride, x_stride, yr + (int64_t)v * y_stride, y_stride, NV)
+#define OW_AVX512_K_TILE(name, vecs_fn)                                                                        \
+    OW_TARGET void vec_dot_##name##_tile_avx512(OW_TILE_ARGS) {                                                \
+        if (n_vec < 2) { vec_dot_##name##_avx512(n_cols, w, w_stride, nr, x, y); return; }                     \
+        const int64_t nb = n_cols / OW_QK_K;                                                                   \
+        const uint8_t *xb = x;                                                                                 \
+        for (int r = 0; r < nr; r++) {                                                                         \
+            const uint8_t *wrow = w + (size_t)r * w_stride;                                                    \
+            float *yr = y + r;                                                                                 \
+            TA_ALL_VECTORS(KT_CALL, n_vec);                                                                    \
+        }                                                                                                      \
+    }
+#define vecs(nb, wrow, x, xs, y, ys, NV) tile_q45_K_vecs(nb, wrow, x, xs, y, ys, NV, 0)
+OW_AVX512_K_TILE(q4_K_q8_K, vecs)
+#undef vecs
+#define vecs(nb, wrow, x, xs, y, ys, NV) tile_q45_K_vecs(nb, wrow, x, xs, y, ys, NV, 1)
+OW_AVX512_K_TILE(q5_K_q8_K, vecs)
+#undef vecs
+#define vecs(nb, wrow, x, xs, y, ys, NV) tile_q6_K_vecs(nb, wrow, x, xs, y, ys, NV)
+OW_AVX512_K_TILE(q6_K_q8_K, vecs)
+#undef vecs
+#undef KT_CALL
+#undef OW_AVX512_K_TILE
+
 
 /* Decode (one activation vector): rows one after another, so the weights are a single sequential stream, with
  * software prefetch ahead of it and two dpbusd chains per group. On one core this streams faster than 4-row tiles,
