@@ -202,49 +202,66 @@ OW_INLINE __m512i pick_two_words(int i0, int i1) {
     return join256(_mm256_set1_epi16((short)i0), _mm256_set1_epi16((short)i1));
 }
 
+/* One Q4_K / Q5_K block unpacked into registers: elements 64c..64c+63 in q[c] (0..15, or 0..31 with the fifth bit),
+ * the word vector that applies their two sub-block scales, the 8 mins as words, d and dmin. The decode kernel and
+ * the prefill tile (below) both start from it, so their arithmetic cannot drift apart. */
+typedef struct { __m512i q[4], scale[4]; __m128i mins; float d, dmin; } k45_block;
+
+OW_INLINE k45_block k45_unpack(const uint8_t *wrow, int64_t b, const int HIGH) {
+    const ow_block_q4_K *b4 = (const ow_block_q4_K *)wrow + b;
+    const ow_block_q5_K *b5 = (const ow_block_q5_K *)wrow + b;
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
+    k45_block k;
+    k.d = half1(HIGH ? b5->d : b4->d);
+    k.dmin = half1(HIGH ? b5->dmin : b4->dmin);
+    const uint8_t *qs = HIGH ? b5->qs : b4->qs;
+    const __m256i sm16 = _mm256_cvtepu8_epi16(k4_scales_mins(HIGH ? b5->scales : b4->scales));
+    k.mins = _mm256_extracti128_si256(sm16, 1);
+    const __m512i scales = _mm512_castsi256_si512(sm16);   /* only words 0..7 (the scales) are picked */
+    __m512i hbits = _mm512_setzero_si512();
+    if (HIGH) {   /* lanes 0..31 see qh[l], lanes 32..63 see qh[l] >> 1: bit 2c then serves both halves */
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)b5->qh);
+        hbits = join256(qh, _mm256_srli_epi16(qh, 1));
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        k.q[c] = _mm512_and_si512(join256(q4, _mm256_srli_epi16(q4, 4)), low4);
+        if (HIGH) {   /* q <= 15, so adding 16 where the bit is set puts it on top */
+            const __mmask64 top = _mm512_test_epi8_mask(hbits, _mm512_set1_epi8((char)(1 << (2 * c))));
+            k.q[c] = _mm512_mask_add_epi8(k.q[c], top, k.q[c], bit4);
+        }
+        k.scale[c] = _mm512_permutexvar_epi16(pick_two_words(2 * c, 2 * c + 1), scales);
+    }
+    return k;
+}
+
+/* One unpacked block times one Q8_K activation block: the scaled sum into acc, the min term into acc_min. */
+OW_INLINE void k45_dot(const k45_block *k, const ow_block_q8_K *xb, __m512 *acc, __m128 *acc_min) {
+    const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
+    const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    const __m128i min_dot = _mm_madd_epi16(k->mins, sub_sums);
+    *acc_min = _mm_fmadd_ps(_mm_set1_ps(-k->dmin * xb->d), _mm_cvtepi32_ps(min_dot), *acc_min);
+    __m512i isum = _mm512_setzero_si512();
+    for (int c = 0; c < 4; c++)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(k->q[c], _mm512_loadu_si512((const void *)(xb->qs + 64 * c))),
+                                   k->scale[c]);
+    *acc = _mm512_fmadd_ps(_mm512_set1_ps(k->d * xb->d), _mm512_cvtepi32_ps(isum), *acc);
+}
+
 OW_INLINE void tile_q45_K(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R,
                           const int HIGH) {
     const ow_block_q8_K *x = vx;
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
     __m512 acc[OW_ROW_TILE];
     __m128 acc_min[OW_ROW_TILE];
     const size_t prefetch = ow_r16_prefetch();
     for (int r = 0; r < R; r++) { acc[r] = _mm512_setzero_ps(); acc_min[r] = _mm_setzero_ps(); }
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
-        const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
         for (int r = 0; r < R; r++) {
             const uint8_t *wrow = w + (size_t)r * stride;
-            const ow_block_q4_K *b4 = (const ow_block_q4_K *)wrow + b;
-            const ow_block_q5_K *b5 = (const ow_block_q5_K *)wrow + b;
-            if (HIGH) prefetch_block((const uint8_t *)b5, sizeof *b5, prefetch);
-            else prefetch_block((const uint8_t *)b4, sizeof *b4, prefetch);
-            const uint16_t wd = HIGH ? b5->d : b4->d, wdmin = HIGH ? b5->dmin : b4->dmin;
-            const uint8_t *qs = HIGH ? b5->qs : b4->qs;
-
-            const __m256i sm16 = _mm256_cvtepu8_epi16(k4_scales_mins(HIGH ? b5->scales : b4->scales));
-            const __m128i min_dot = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), sub_sums);
-            acc_min[r] = _mm_fmadd_ps(_mm_set1_ps(-half1(wdmin) * x[b].d), _mm_cvtepi32_ps(min_dot), acc_min[r]);
-
-            const __m512i scales = _mm512_castsi256_si512(sm16);   /* only words 0..7 (the scales) are picked */
-            __m512i hbits = _mm512_setzero_si512();
-            if (HIGH) {   /* lanes 0..31 see qh[l], lanes 32..63 see qh[l] >> 1: bit 2c then serves both halves */
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)b5->qh);
-                hbits = join256(qh, _mm256_srli_epi16(qh, 1));
-            }
-            __m512i isum = _mm512_setzero_si512();
-            for (int c = 0; c < 4; c++) {
-                const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-                __m512i q = _mm512_and_si512(join256(q4, _mm256_srli_epi16(q4, 4)), low4);   /* elements 64c.. */
-                if (HIGH) {   /* q <= 15, so adding 16 where the bit is set puts it on top */
-                    const __mmask64 top = _mm512_test_epi8_mask(hbits, _mm512_set1_epi8((char)(1 << (2 * c))));
-                    q = _mm512_mask_add_epi8(q, top, q, bit4);
-                }
-                const __m512i a = _mm512_loadu_si512((const void *)(x[b].qs + 64 * c));
-                const __m512i scale = _mm512_permutexvar_epi16(pick_two_words(2 * c, 2 * c + 1), scales);
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q, a), scale);
-            }
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half1(wd) * x[b].d), _mm512_cvtepi32_ps(isum), acc[r]);
+            prefetch_block(wrow + b * (HIGH ? sizeof(ow_block_q5_K) : sizeof(ow_block_q4_K)),
+                           HIGH ? sizeof(ow_block_q5_K) : sizeof(ow_block_q4_K), prefetch);
+            const k45_block k = k45_unpack(wrow, b, HIGH);
+            k45_dot(&k, x + b, &acc[r], &acc_min[r]);
         }
     }
     for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]) + hsum_ps128(acc_min[r]);
@@ -265,35 +282,50 @@ OW_INLINE __m512i pick_four_words(int m) {
                    _mm256_set_m128i(_mm_set1_epi16((short)(4 * m + 3)), _mm_set1_epi16((short)(4 * m + 2))));
 }
 
+/* One Q6_K block unpacked: elements 64k..64k+63 (half k/2, low nibbles of ql for even k, high for odd) in q[k]
+ * with their fifth and sixth bits, the word vectors of their scales, the scales as words, d. */
+typedef struct { __m512i q[4], scale[4]; __m256i sc16; float d; } k6_block;
+
+OW_INLINE k6_block k6_unpack(const ow_block_q6_K *wb) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    k6_block k;
+    k.d = half1(wb->d);
+    k.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+    const __m512i scales = _mm512_castsi256_si512(k.sc16);
+    for (int half = 0; half < 2; half++) {
+        const __m512i ql = _mm512_loadu_si512((const void *)(wb->ql + 64 * half));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * half));
+        const __m512i qh2 = join256(qh, _mm256_srli_epi16(qh, 2));   /* [bits 0-1 | 2-3] and [4-5 | 6-7] */
+        k.q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), bits45));
+        k.q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh2, bits45));
+        k.scale[2 * half] = _mm512_permutexvar_epi16(pick_four_words(2 * half), scales);
+        k.scale[2 * half + 1] = _mm512_permutexvar_epi16(pick_four_words(2 * half + 1), scales);
+    }
+    return k;
+}
+
+/* One unpacked block times one Q8_K activation block into acc; the -32 offset comes in from the 16-element sums. */
+OW_INLINE void k6_dot(const k6_block *k, const ow_block_q8_K *xb, __m512 *acc) {
+    const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
+    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(k->sc16, bsums), 5);
+    __m512i isum = zext256(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
+    for (int q = 0; q < 4; q++)
+        isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(k->q[q], _mm512_loadu_si512((const void *)(xb->qs + 64 * q))),
+                                   k->scale[q]);
+    *acc = _mm512_fmadd_ps(_mm512_set1_ps(k->d * xb->d), _mm512_cvtepi32_ps(isum), *acc);
+}
+
 OW_INLINE void tile_q6_K(int64_t nb, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
     const ow_block_q8_K *x = vx;
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
     __m512 acc[OW_ROW_TILE];
     const size_t prefetch = ow_r16_prefetch();
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
         for (int r = 0; r < R; r++) {
             const ow_block_q6_K *wb = (const ow_block_q6_K *)(w + (size_t)r * stride) + b;
             prefetch_block((const uint8_t *)wb, sizeof *wb, prefetch);
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
-            const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
-            __m512i isum = zext256(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
-            const __m512i scales = _mm512_castsi256_si512(sc16);
-            for (int half = 0; half < 2; half++) {
-                const __m512i ql = _mm512_loadu_si512((const void *)(wb->ql + 64 * half));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * half));
-                const __m512i qh2 = join256(qh, _mm256_srli_epi16(qh, 2));   /* [bits 0-1 | 2-3] and [4-5 | 6-7] */
-                /* elements 0..63 of the half: low nibbles of ql; elements 64..127: high nibbles */
-                const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), bits45));
-                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh2, bits45));
-                const int8_t *a = x[b].qs + 128 * half;
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lo, _mm512_loadu_si512((const void *)a)),
-                                           _mm512_permutexvar_epi16(pick_four_words(2 * half), scales));
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(hi, _mm512_loadu_si512((const void *)(a + 64))),
-                                           _mm512_permutexvar_epi16(pick_four_words(2 * half + 1), scales));
-            }
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(half1(wb->d) * x[b].d), _mm512_cvtepi32_ps(isum), acc[r]);
+            const k6_block k = k6_unpack(wb);
+            k6_dot(&k, x + b, &acc[r]);
         }
     }
     for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
@@ -377,79 +409,24 @@ OW_AVX512_ENTRY(f16_f16, tile_f16, 1)
 
 OW_INLINE void tile_q45_K_vecs(int64_t nb, const uint8_t *wrow, const uint8_t *x, size_t x_stride, float *y,
                                int64_t y_stride, const int NV, const int HIGH) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
     __m512 acc[KT_VECS];
     __m128 acc_min[KT_VECS];
     for (int v = 0; v < NV; v++) { acc[v] = _mm512_setzero_ps(); acc_min[v] = _mm_setzero_ps(); }
     for (int64_t b = 0; b < nb; b++) {
-        const ow_block_q4_K *b4 = (const ow_block_q4_K *)wrow + b;
-        const ow_block_q5_K *b5 = (const ow_block_q5_K *)wrow + b;
-        const float wd = half1(HIGH ? b5->d : b4->d), wdmin = half1(HIGH ? b5->dmin : b4->dmin);
-        const uint8_t *qs = HIGH ? b5->qs : b4->qs;
-        const __m256i sm16 = _mm256_cvtepu8_epi16(k4_scales_mins(HIGH ? b5->scales : b4->scales));
-        const __m128i mins = _mm256_extracti128_si256(sm16, 1);
-        const __m512i scales = _mm512_castsi256_si512(sm16);
-        __m512i hbits = _mm512_setzero_si512();
-        if (HIGH) {
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)b5->qh);
-            hbits = join256(qh, _mm256_srli_epi16(qh, 1));
-        }
-        __m512i q[4], scale[4];
-        for (int c = 0; c < 4; c++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            q[c] = _mm512_and_si512(join256(q4, _mm256_srli_epi16(q4, 4)), low4);
-            if (HIGH) {
-                const __mmask64 top = _mm512_test_epi8_mask(hbits, _mm512_set1_epi8((char)(1 << (2 * c))));
-                q[c] = _mm512_mask_add_epi8(q[c], top, q[c], bit4);
-            }
-            scale[c] = _mm512_permutexvar_epi16(pick_two_words(2 * c, 2 * c + 1), scales);
-        }
-        for (int v = 0; v < NV; v++) {
-            const ow_block_q8_K *xb = (const ow_block_q8_K *)(x + (size_t)v * x_stride) + b;
-            const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
-            const __m128i sub_sums = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-            const __m128i min_dot = _mm_madd_epi16(mins, sub_sums);
-            acc_min[v] = _mm_fmadd_ps(_mm_set1_ps(-wdmin * xb->d), _mm_cvtepi32_ps(min_dot), acc_min[v]);
-            __m512i isum = _mm512_setzero_si512();
-            for (int c = 0; c < 4; c++)
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[c], _mm512_loadu_si512((const void *)(xb->qs + 64 * c))),
-                                           scale[c]);
-            acc[v] = _mm512_fmadd_ps(_mm512_set1_ps(wd * xb->d), _mm512_cvtepi32_ps(isum), acc[v]);
-        }
+        const k45_block k = k45_unpack(wrow, b, HIGH);
+        for (int v = 0; v < NV; v++)
+            k45_dot(&k, (const ow_block_q8_K *)(x + (size_t)v * x_stride) + b, &acc[v], &acc_min[v]);
     }
     for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = _mm512_reduce_add_ps(acc[v]) + hsum_ps128(acc_min[v]);
 }
 
 OW_INLINE void tile_q6_K_vecs(int64_t nb, const uint8_t *wrow, const uint8_t *x, size_t x_stride, float *y,
                               int64_t y_stride, const int NV) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
     __m512 acc[KT_VECS];
     for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const ow_block_q6_K *wb = (const ow_block_q6_K *)wrow + b;
-        const float wd = half1(wb->d);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
-        const __m512i scales = _mm512_castsi256_si512(sc16);
-        __m512i q[4], scale[4];   /* elements 64k..64k+63: half k/2, low (k even) or high (k odd) nibbles of ql */
-        for (int half = 0; half < 2; half++) {
-            const __m512i ql = _mm512_loadu_si512((const void *)(wb->ql + 64 * half));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * half));
-            const __m512i qh2 = join256(qh, _mm256_srli_epi16(qh, 2));
-            q[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), bits45));
-            q[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), _mm512_and_si512(qh2, bits45));
-            scale[2 * half] = _mm512_permutexvar_epi16(pick_four_words(2 * half), scales);
-            scale[2 * half + 1] = _mm512_permutexvar_epi16(pick_four_words(2 * half + 1), scales);
-        }
-        for (int v = 0; v < NV; v++) {
-            const ow_block_q8_K *xb = (const ow_block_q8_K *)(x + (size_t)v * x_stride) + b;
-            const __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
-            const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
-            __m512i isum = zext256(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
-            for (int k = 0; k < 4; k++)
-                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q[k], _mm512_loadu_si512((const void *)(xb->qs + 64 * k))),
-                                           scale[k]);
-            acc[v] = _mm512_fmadd_ps(_mm512_set1_ps(wd * xb->d), _mm512_cvtepi32_ps(isum), acc[v]);
-        }
+        const k6_block k = k6_unpack((const ow_block_q6_K *)wrow + b);
+        for (int v = 0; v < NV; v++) k6_dot(&k, (const ow_block_q8_K *)(x + (size_t)v * x_stride) + b, &acc[v]);
     }
     for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = _mm512_reduce_add_ps(acc[v]);
 }
