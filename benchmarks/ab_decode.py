@@ -1,8 +1,9 @@
 """A/B decode speed of engine settings, interleaved in one process (A B A B ...), as the perf log wants.
 
 Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk_rows`) plus the process-wide
-knobs of the Q8_0 R16 kernel: `r16_prefetch` (bytes of software prefetch, default 8192) and `r16_row_stream`
-(1: single-vector matmuls stream rows one at a time, the default; 0: 4-row tiles). Prints tok/s per
+knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetch; default: this CPU's,
+_core.cpu_identity()) and `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
+4-row tiles). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
 ran back to back, so a slow moment of the machine hits both).
 
@@ -61,7 +62,7 @@ def main() -> None:
     speeds = [[] for _ in variants]
     for _ in range(args.reps):
         for i, (v, b) in enumerate(zip(variants, backends)):
-            _core.r16_prefetch(v.get("r16_prefetch", 8192))
+            _core.r16_prefetch(v.get("r16_prefetch", _core.cpu_identity()["default_prefetch"]))
             _core.r16_row_stream(v.get("r16_row_stream", 1))
             tg_speed(b, 4)  # warm this backend's caches and pool after the other ran
             speeds[i].append(measure(b))

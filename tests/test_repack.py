@@ -12,6 +12,9 @@ What must hold, and how tight:
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from test_native_backend import IDS, tiny_spec
@@ -389,3 +392,21 @@ def test_real_model_repack_on_and_off_agree(real_spec):
             seq.append(backend.forward_argmax([seq[-1]]))
         tokens[label] = seq
     assert tokens["on"] == tokens["off"], tokens
+
+
+def test_decode_prefetch_default_is_the_measured_table():
+    """Software prefetch of the streaming decode kernels is chosen per CPU from measurements (perf-log entries 3, 17,
+    19): off on AMD Zen 4 EPYC (family 0x19, models 0x10-0x1f), 8 KiB elsewhere; a fresh process starts with this
+    CPU's entry, and setting the knob overrides it."""
+    assert _core.default_prefetch("amd", 0x19, 0x11) == 0      # Zen 4 Genoa: 1.03-1.24x without (entry 19)
+    assert _core.default_prefetch("amd", 0x19, 0x10) == 0 and _core.default_prefetch("amd", 0x19, 0x1f) == 0
+    assert _core.default_prefetch("amd", 0x19, 0x01) == 8192   # Zen 3: 0.81x without (entry 17)
+    assert _core.default_prefetch("amd", 0x19, 0x20) == 8192
+    assert _core.default_prefetch("amd", 0x1a, 0x02) == 8192
+    assert _core.default_prefetch("intel", 0x19, 0x11) == 8192
+    assert _core.default_prefetch("", 0, 0) == 8192
+    ident = _core.cpu_identity()
+    assert ident["default_prefetch"] == _core.default_prefetch(ident["vendor"], ident["family"], ident["model"])
+    fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.r16_prefetch(-1))"],
+                           capture_output=True, text=True, check=True)
+    assert int(fresh.stdout) == ident["default_prefetch"]

@@ -3,6 +3,7 @@
  * call from anywhere gets a ValueError instead of a crash. The GIL is released while kernels run. */
 #include "bindings.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "kernels/matvec.h"
@@ -316,6 +317,29 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(before);
 }
 
+/* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch"} (x86; zeros elsewhere) */
+static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    const ow_cpu_features *f = ow_cpu();
+    return Py_BuildValue("{s:s,s:i,s:i,s:n}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""), "family",
+                         f->family, "model", f->model, "default_prefetch", (Py_ssize_t)ow_default_prefetch(f));
+}
+
+/* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
+static PyObject *py_default_prefetch(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *vendor;
+    int family, model;
+    if (!PyArg_ParseTuple(args, "sii", &vendor, &family, &model)) return NULL;
+    ow_cpu_features f = {0};
+    f.amd = strcmp(vendor, "amd") == 0;
+    f.intel = strcmp(vendor, "intel") == 0;
+    f.family = family;
+    f.model = model;
+    return PyLong_FromSize_t(ow_default_prefetch(&f));
+}
+
 /* r16_row_stream(0, 1 or -1) -> the setting before the call; -1 only reads it */
 static PyObject *py_r16_row_stream(PyObject *self, PyObject *args) {
     (void)self;
@@ -339,8 +363,11 @@ PyMethodDef ow_kernel_methods[] = {
     {"matmul", py_matmul, METH_VARARGS, "matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path)"},
     {"repack_r16", py_repack_r16, METH_VARARGS,
      "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows, Q4_1 -> Q4_1 R16"},
+    {"cpu_identity", py_cpu_identity, METH_NOARGS, "cpu_identity() -> vendor, family, model, default_prefetch"},
+    {"default_prefetch", py_default_prefetch, METH_VARARGS,
+     "default_prefetch(vendor, family, model) -> software prefetch bytes chosen for such a CPU (0 = off)"},
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
-     "r16_prefetch(bytes or -1) -> previous software prefetch distance of the AVX-512 Q8_0 R16 kernel (0 = off)"},
+     "r16_prefetch(bytes or -1) -> previous software prefetch distance of the streaming decode kernels (0 = off)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,
      "r16_row_stream(0, 1 or -1) -> previous setting: single-vector R16 matmuls stream rows one at a time (1) or in 4-row tiles (0)"},
     {"r16_row_stride", py_r16_row_stride, METH_VARARGS, "r16_row_stride(n_cols) -> the padded Q8_0 R16 row stride"},

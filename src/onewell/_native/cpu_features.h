@@ -3,6 +3,8 @@
 #ifndef ONEWELL_CPU_FEATURES_H
 #define ONEWELL_CPU_FEATURES_H
 
+#include <stddef.h>
+
 /* ISA levels. Each CPU family has its own ladder above generic (x86: avx2 < avx512; aarch64: neon < dotprod);
  * a CPU only ever reaches levels of its own family. Compare levels with ow_isa_allowed, not with < on values. */
 typedef enum {
@@ -17,9 +19,13 @@ typedef struct {
     int avx2, fma, f16c, avx_vnni;                   /* AVX2 family */
     int avx512f, avx512bw, avx512vl, avx512_vnni;    /* AVX-512 family */
     int neon, dotprod, i8mm;                         /* aarch64: AdvSIMD, sdot/udot, smmla (i8mm is reported only) */
+    int amd, intel, family, model;                   /* x86: vendor and display family / model (cpuid leaf 1) */
 } ow_cpu_features;
 
 const ow_cpu_features *ow_cpu(void);
+/* The decode kernels' software prefetch distance (bytes ahead of the weight stream, 0 = off) measured best on CPUs
+ * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17 and 19), 8 KiB elsewhere. */
+size_t ow_default_prefetch(const ow_cpu_features *f);
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avx512|neon|dotprod;
  * a level of the other CPU family, or an unknown name, does not cap). */
 ow_isa ow_isa_best(void);

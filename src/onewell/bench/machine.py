@@ -119,7 +119,8 @@ def default_thread_counts(cores: int) -> list[int]:
 
 
 def isa_info() -> dict:
-    """ISA the native core picked (after ONEWELL_ISA) and the matmul kernel path; None if the core is missing."""
+    """ISA the native core picked (after ONEWELL_ISA), the matmul kernel path, the CPU's vendor/family/model and
+    the decode kernels' software prefetch distance; None if the core is missing."""
     try:
         from onewell._native import _core
         from onewell.runtime.native_kernels import default_path
@@ -127,7 +128,10 @@ def isa_info() -> dict:
         return {"isa": None, "kernel_path": None, "cpu_features": {}}
     features = dict(_core.cpu_features())
     isa = features.pop("isa", None)
-    return {"isa": isa, "kernel_path": default_path(), "cpu_features": {k: bool(v) for k, v in features.items()}}
+    ident = _core.cpu_identity()   # the decode prefetch distance depends on it (perf-log entry 19)
+    cpu_id = f"{ident['vendor']} family {ident['family']} model {ident['model']}" if ident["vendor"] else None
+    return {"isa": isa, "kernel_path": default_path(), "cpu_features": {k: bool(v) for k, v in features.items()},
+            "cpu_id": cpu_id, "decode_prefetch_bytes": _core.r16_prefetch(-1)}
 
 
 def machine_info() -> dict:

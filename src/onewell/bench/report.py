@@ -66,6 +66,8 @@ SCHEMA: dict = {
                 "isa": _str_or_null,
                 "kernel_path": _str_or_null,
                 "isa_override": _str_or_null,
+                "cpu_id": _str_or_null,
+                "decode_prefetch_bytes": _int_or_null,
                 "cpu_features": {"type": "object", "additionalProperties": {"type": "boolean"}},
                 "os": {"type": "string"},
                 "python": {"type": "string"},
@@ -357,7 +359,9 @@ def render_header(report: dict) -> list[str]:
         f"read per generated token)",
         f"cpu:     {m['cpu_model']} ({m['physical_cores']} physical cores, {m['logical_cpus']} logical"
         f"{', virtualized' if m.get('virtualized') else ''}); ISA {m['isa'] or '?'}, kernel path "
-        f"{m['kernel_path'] or '?'}{' (ONEWELL_ISA=' + m['isa_override'] + ')' if m.get('isa_override') else ''}",
+        f"{m['kernel_path'] or '?'}{' (ONEWELL_ISA=' + m['isa_override'] + ')' if m.get('isa_override') else ''}"
+        + (f"; {m['cpu_id']}" if m.get("cpu_id") else "")
+        + (f", decode prefetch {m['decode_prefetch_bytes']} B" if m.get("decode_prefetch_bytes") is not None else ""),
         f"threads: {', '.join(map(str, s['threads']))}; {placement_note(m, s['threads'])}",
         f"engine:  onewell {m['onewell_version']}, backend {s['backend']} ({s['backend_class']}"
         + (f", KV cache {s['kv_type']}" if s.get("kv_type") else "")

@@ -113,10 +113,10 @@ size_t ow_q8_0_r16_row_stride(int64_t n_cols);  /* the padded stride the plan us
 int ow_repack_q4_1_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                        size_t dst_stride);
 size_t ow_q4_1_r16_row_stride(int64_t n_cols);  /* its padded stride: a multiple of 64 bytes */
-/* Process-wide tuning knobs of the AVX-512 R16 kernel, set before running matmuls (docs/perf-log.md, entry 3):
- * the software prefetch distance (bytes ahead of the weight stream; 0 = off), and whether single-vector calls
- * stream rows one at a time (1, default) or in 4-row tiles (0). */
-#define OW_R16_DEFAULT_PREFETCH 8192
+/* Process-wide tuning knobs of the streaming decode kernels, set before running matmuls (docs/perf-log.md,
+ * entry 3): the software prefetch distance (bytes ahead of the weight stream; 0 = off; until set, this CPU's
+ * ow_default_prefetch), and whether single-vector calls stream rows one at a time (1, default) or in 4-row
+ * tiles (0). */
 void ow_r16_set_prefetch(size_t bytes);
 size_t ow_r16_prefetch(void);
 void ow_r16_set_row_stream(int on);
