@@ -119,6 +119,9 @@ size_t ow_q4_1_r16_row_stride(int64_t n_cols);  /* its padded stride: a multiple
  * tiles (0). */
 void ow_r16_set_prefetch(size_t bytes);
 size_t ow_r16_prefetch(void);
+/* the distance of the R16 row tiles (prefill): the knob once set, else OW_R16_TILE_PREFETCH */
+#define OW_R16_TILE_PREFETCH 8192
+size_t ow_r16_tile_prefetch(void);
 void ow_r16_set_row_stream(int on);
 int ow_r16_row_stream(void);
 

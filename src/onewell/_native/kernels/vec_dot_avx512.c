@@ -130,7 +130,7 @@ OW_INLINE void r16_group(const uint8_t *w, size_t stride, const uint8_t *const *
 OW_INLINE void r16_pass(int64_t n_cols, const uint8_t *w, size_t stride, const uint8_t *const *x, int nv, float *y,
                         int64_t y_stride, const int R, const int VECS) {
     const int64_t nb = n_cols / OW_QK;
-    const size_t prefetch = ow_r16_prefetch();   /* for the first vectors only: the others find the group in L1 */
+    const size_t prefetch = ow_r16_tile_prefetch();   /* for the first vectors only: the others find the group in L1 */
     __m512 acc[VECS][OW_ROW_TILE];
     for (int v = 0; v < nv; v++)
         for (int r = 0; r < R; r++) acc[v][r] = _mm512_setzero_ps();
