@@ -116,6 +116,7 @@ CALLS: dict[str, tuple[int, Build]] = {
     "repack_r16": (7, lambda c, v: (v[0], u8(v[1]), v[2], v[3], v[4], u8(v[5]), v[6])),
     "r16_row_stride": (1, lambda c, v: (v[0],)),
     "r16_prefetch": (1, lambda c, v: (v[0],)),
+    "default_prefetch": (3, lambda c, v: (("amd", "intel", "")[abs(v[0]) % 3], v[1], v[2])),
     "r16_row_stream": (1, lambda c, v: (v[0],)),
     "executor_create": (5, lambda c, v: (*c.native_args, v[0], v[1], v[2], v[3], v[4])),
     "executor_forward": (4, lambda c, v: (c.executor, i32_values(v, v[0]), v[1],
