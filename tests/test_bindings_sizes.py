@@ -20,8 +20,9 @@ from fuzz.bindings_harness import CALLS, EXTREMES, call  # noqa: E402
 from onewell._native import _core  # noqa: E402
 
 # _core functions without a size or count argument (nothing to overflow)
-WITHOUT_SIZES = {"bandwidth_isa", "cpu_features", "cpu_identity", "executor_info", "kernel_default_path", "kernel_paths", "ops_isa",
-                 "ops_set_isa", "pool_set_spin_us", "pool_spin_us", "pool_threads", "type_traits"}
+WITHOUT_SIZES = {"bandwidth_isa", "cpu_features", "cpu_identity", "executor_info", "kernel_default_path",
+                 "kernel_paths", "ops_isa", "ops_set_isa", "pool_set_spin_us", "pool_spin_us", "pool_threads",
+                 "type_traits"}
 
 SIZES = st.one_of(st.sampled_from(EXTREMES), st.integers(0, 300), st.integers(-(2**65), 2**65))
 
