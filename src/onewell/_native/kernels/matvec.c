@@ -44,22 +44,14 @@ size_t ow_q4_1_r16_row_stride(int64_t n_cols) { return ow_q41r16_row_stride(n_co
 
 /* One core's memory-level parallelism, not instructions, limits the R16 kernel (docs/perf-log.md, entry 3):
  * streaming rows one at a time with software prefetch ahead of the stream beat 4-row tiles without it. */
-#define PREFETCH_UNSET ((size_t)-1)
-static _Atomic size_t r16_prefetch_bytes = PREFETCH_UNSET;
-static _Atomic int r16_prefetch_set = 0;   /* 1 once ow_r16_set_prefetch was called */
+static _Atomic size_t r16_prefetch_bytes;
+static _Atomic int r16_prefetch_set = 0;   /* 1 once ow_r16_set_prefetch was called; until then the defaults */
 static _Atomic int r16_row_stream_on = 1;
 void ow_r16_set_prefetch(size_t bytes) { r16_prefetch_bytes = bytes; r16_prefetch_set = 1; }
+size_t ow_r16_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : ow_default_prefetch(ow_cpu()); }
 /* The R16 row tiles (4 interleaved row streams, prefill) gain from software prefetch even where single-row decode
  * streams do not (Zen 4, pp128 1.05x with it, perf-log entry 19): they take the knob once it is set, else 8 KiB. */
-size_t ow_r16_tile_prefetch(void) { return r16_prefetch_set ? ow_r16_prefetch() : OW_R16_TILE_PREFETCH; }
-size_t ow_r16_prefetch(void) {
-    size_t bytes = r16_prefetch_bytes;
-    if (bytes == PREFETCH_UNSET) {   /* first use: this CPU's measured default (a benign race: same value) */
-        bytes = ow_default_prefetch(ow_cpu());
-        r16_prefetch_bytes = bytes;
-    }
-    return bytes;
-}
+size_t ow_r16_tile_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : OW_R16_TILE_PREFETCH; }
 void ow_r16_set_row_stream(int on) { r16_row_stream_on = on != 0; }
 int ow_r16_row_stream(void) { return r16_row_stream_on; }
 

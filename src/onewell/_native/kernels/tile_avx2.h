@@ -26,6 +26,24 @@ TA_INLINE float ta_hsum128(__m128 s) {   /* OW_FN(hsum_ps128) */
     return _mm_cvtss_f32(s);
 }
 
+/* 16 packed bytes -> 32 bytes 0..15 (low nibbles = elements 0..15, high = 16..31) */
+TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+/* zeros after nb scales, which the tiles read in groups of 8 */
+TA_INLINE void ta_pad_scales(float *d, int64_t nb) { _mm256_storeu_ps(d + nb, _mm256_setzero_ps()); }
+
+/* The Q8_0 activation scales of n_vec vectors as floats, nb apart, zero-padded by 8 */
+TA_INLINE void ta_scales_signed(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs) {
+    for (int v = 0; v < n_vec; v++) {
+        const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride);
+        for (int64_t b = 0; b < nb; b++) xs[(int64_t)v * nb + b] = _cvtsh_ss(xb[b].d);
+    }
+    ta_pad_scales(xs, (int64_t)n_vec * nb);
+}
+
 /* Every one of count vectors against the decoded rows, TA_VECS at a time (the remainder with as many as are
  * left); `call(NV)` sees v, the first vector of the group. */
 #define TA_ALL_VECTORS(call, count)                                                                          \

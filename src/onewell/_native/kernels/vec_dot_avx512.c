@@ -431,30 +431,28 @@ OW_INLINE void tile_q6_K_vecs(int64_t nb, const uint8_t *wrow, const uint8_t *x,
     for (int v = 0; v < NV; v++) y[(int64_t)v * y_stride] = _mm512_reduce_add_ps(acc[v]);
 }
 
+/* One row against every vector, KT_VECS at a time; KIND (a constant at each call) 0 = Q4_K, 1 = Q5_K, 2 = Q6_K */
+#define KT_CALL(NV)                                                                                            \
+    (KIND == 2 ? tile_q6_K_vecs(nb, wrow, x + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride, y_stride, NV) \
+               : tile_q45_K_vecs(nb, wrow, x + (size_t)v * x_stride, x_stride, y + (int64_t)v * y_stride, y_stride, NV, \
+                                 KIND))
+OW_INLINE void tile_k_row(int64_t nb, const uint8_t *wrow, const uint8_t *x, size_t x_stride, int n_vec, float *y,
+                          int64_t y_stride, const int KIND) {
+    TA_ALL_VECTORS(KT_CALL, n_vec);
+}
+#undef KT_CALL
+
 /* The tile entries (any_rows: nr is a whole matmul chunk): one vector streams every row through the decode entry;
  * several go row by row, KT_VECS vectors per pass over the row. */
-#define KT_CALL(NV) vecs(nb, wrow, xb + (size_t)v * x_stride, x_stride, yr + (int64_t)v * y_stride, y_stride, NV)
-#define OW_AVX512_K_TILE(name, vecs_fn)                                                                        \
+#define OW_AVX512_K_TILE(name, kind)                                                                           \
     OW_TARGET void vec_dot_##name##_tile_avx512(OW_TILE_ARGS) {                                                \
         if (n_vec < 2) { vec_dot_##name##_avx512(n_cols, w, w_stride, nr, x, y); return; }                     \
-        const int64_t nb = n_cols / OW_QK_K;                                                                   \
-        const uint8_t *xb = x;                                                                                 \
-        for (int r = 0; r < nr; r++) {                                                                         \
-            const uint8_t *wrow = w + (size_t)r * w_stride;                                                    \
-            float *yr = y + r;                                                                                 \
-            TA_ALL_VECTORS(KT_CALL, n_vec);                                                                    \
-        }                                                                                                      \
+        for (int r = 0; r < nr; r++)                                                                           \
+            tile_k_row(n_cols / OW_QK_K, w + (size_t)r * w_stride, x, x_stride, n_vec, y + r, y_stride, kind); \
     }
-#define vecs(nb, wrow, x, xs, y, ys, NV) tile_q45_K_vecs(nb, wrow, x, xs, y, ys, NV, 0)
-OW_AVX512_K_TILE(q4_K_q8_K, vecs)
-#undef vecs
-#define vecs(nb, wrow, x, xs, y, ys, NV) tile_q45_K_vecs(nb, wrow, x, xs, y, ys, NV, 1)
-OW_AVX512_K_TILE(q5_K_q8_K, vecs)
-#undef vecs
-#define vecs(nb, wrow, x, xs, y, ys, NV) tile_q6_K_vecs(nb, wrow, x, xs, y, ys, NV)
-OW_AVX512_K_TILE(q6_K_q8_K, vecs)
-#undef vecs
-#undef KT_CALL
+OW_AVX512_K_TILE(q4_K_q8_K, 0)
+OW_AVX512_K_TILE(q5_K_q8_K, 1)
+OW_AVX512_K_TILE(q6_K_q8_K, 2)
 #undef OW_AVX512_K_TILE
 
 

@@ -18,12 +18,6 @@
 
 #define TA_MAX_BLOCKS 512         /* rows up to 16,384 columns decode into the scratch (16 KiB + scales) */
 
-/* 16 packed bytes -> 32 bytes 0..15 (low nibbles = elements 0..15, high = 16..31) */
-TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
-
 /* 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5 quants) */
 TA_INLINE __m256i ta_bit4(const uint8_t *qh) {
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ow_read_u32(qh)),
@@ -39,9 +33,6 @@ typedef struct {
     float d[TA_MAX_BLOCKS + 8] __attribute__((aligned(32)));   /* + 8: ta_scale_products reads whole groups */
     float m[TA_MAX_BLOCKS];
 } ta_row;
-
-/* zeros after a decoded row's nb scales, which ta_scale_products reads in groups of 8 */
-TA_INLINE void ta_pad_scales(float *d, int64_t nb) { _mm256_storeu_ps(d + nb, _mm256_setzero_ps()); }
 
 TA_INLINE void ta_store(ta_row *row, int64_t b, __m256i q) { _mm256_store_si256((__m256i *)(row->q + OW_QK * b), q); }
 
@@ -175,13 +166,6 @@ TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, siz
 /* The activation scales as floats, converted once per tile call instead of once per row pair: per vector d (and
  * for Q8_1 then s), nb apart. The vectors go in groups whose scales fit TA_SCALE_FLOATS. */
 #define TA_SCALE_FLOATS 8192
-TA_INLINE void ta_scales_signed(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs) {
-    for (int v = 0; v < n_vec; v++) {
-        const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride);
-        for (int64_t b = 0; b < nb; b++) xs[(int64_t)v * nb + b] = _cvtsh_ss(xb[b].d);
-    }
-    ta_pad_scales(xs, (int64_t)n_vec * nb);
-}
 TA_INLINE void ta_scales_min(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs) {
     for (int v = 0; v < n_vec; v++) {
         const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride);

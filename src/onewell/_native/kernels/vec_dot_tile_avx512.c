@@ -29,29 +29,23 @@ typedef struct {
     float d[TV_MAX_BLOCKS + 8] __attribute__((aligned(32)));
 } tv_row;
 
-/* 16 packed bytes -> 32 bytes 0..15 (low nibbles = elements 0..15, high = 16..31) */
-TV_INLINE __m256i tv_nibbles(const uint8_t *qs) {
-    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-}
-
 TV_INLINE void tv_decode_q4_0(const uint8_t *w, int64_t nb, tv_row *row) {
     const ow_block_q4_0 *wb = (const ow_block_q4_0 *)w;
     for (int64_t b = 0; b < nb; b++) {
-        _mm256_store_si256((__m256i *)(row->q + OW_QK * b), tv_nibbles(wb[b].qs));
+        _mm256_store_si256((__m256i *)(row->q + OW_QK * b), ta_nibbles(wb[b].qs));
         row->d[b] = _cvtsh_ss(wb[b].d);
     }
-    _mm256_storeu_ps(row->d + nb, _mm256_setzero_ps());
+    ta_pad_scales(row->d, nb);
 }
 
 TV_INLINE void tv_decode_q5_0(const uint8_t *w, int64_t nb, tv_row *row) {
     const ow_block_q5_0 *wb = (const ow_block_q5_0 *)w;
     for (int64_t b = 0; b < nb; b++) {   /* byte j gets 16 where bit j of qh is set */
         const __m256i bit4 = _mm256_maskz_mov_epi8(_cvtu32_mask32(ow_read_u32(wb[b].qh)), _mm256_set1_epi8(0x10));
-        _mm256_store_si256((__m256i *)(row->q + OW_QK * b), _mm256_or_si256(tv_nibbles(wb[b].qs), bit4));
+        _mm256_store_si256((__m256i *)(row->q + OW_QK * b), _mm256_or_si256(ta_nibbles(wb[b].qs), bit4));
         row->d[b] = _cvtsh_ss(wb[b].d);
     }
-    _mm256_storeu_ps(row->d + nb, _mm256_setzero_ps());
+    ta_pad_scales(row->d, nb);
 }
 
 /* NR decoded rows against NV Q8_0 vectors (xs: the vectors' float scales, nb apart, zero-padded by 8). Per 8
@@ -119,11 +113,7 @@ TV_INLINE void tv_rows_all_vectors(const tv_row *rows, int64_t nb, const uint8_t
             const int nv = n_vec - v0 < group ? n_vec - v0 : group;                                           \
             const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;                                   \
             float *yv = y + (int64_t)v0 * y_stride;                                                           \
-            for (int v = 0; v < nv; v++) {                                                                    \
-                const ow_block_q8_0 *xv = (const ow_block_q8_0 *)(xb + (size_t)v * x_stride);                 \
-                for (int64_t b = 0; b < nb; b++) xs[(int64_t)v * nb + b] = _cvtsh_ss(xv[b].d);                \
-            }                                                                                                 \
-            _mm256_storeu_ps(xs + (int64_t)nv * nb, _mm256_setzero_ps());                                     \
+            ta_scales_signed(xb, x_stride, nb, nv, xs);                                                       \
             int64_t r = 0;                                                                                    \
             for (; r + TV_ROWS <= nr; r += TV_ROWS) {                                                         \
                 for (int i = 0; i < TV_ROWS; i++) tv_decode_##wtype(w + (size_t)(r + i) * w_stride, nb, &rows[i]); \
