@@ -132,7 +132,9 @@ T256 void ow_softcap_avx2(float *out, const float *x, int64_t n, float cap) {
     }
 }
 
-T256 static inline __m256 load_f32(const float *p, int64_t left) { return _mm256_maskload_ps(p, tail_mask(left)); }
+T256 static inline __m256 load_f32(const float *p, int64_t left) {
+    return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(left));
+}
 
 T256 static inline __m256 load_f16(const uint16_t *p, int64_t left) {
     if (left >= 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
@@ -145,29 +147,44 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
     return 1.0f / exp_sum_avx2(scores, scores, max_avx2(scores, n_ctx), n_ctx);
 }
 
-/* One head; V summed in blocks of up to 4 vectors (32 dims) held in registers across the positions. */
+/* One head. Scores: 4 positions at a time, one accumulator each, so 4 FMA chains hide each other's latency (a
+ * position's products are still summed in dimension order, as one position alone: the same floats). V: up to 8
+ * vectors (64 dims) of accumulators held in registers across the positions, each one chain in position order;
+ * 64 dims are a whole f16 row of most heads, read in one pass. */
+#define ATTEND_SCORE(type, LOAD, n)                                                                            \
+    do {                                                                                                       \
+        __m256 acc[n];                                                                                         \
+        for (int i = 0; i < n; i++) acc[i] = _mm256_setzero_ps();                                              \
+        for (int64_t d = 0; d < hd; d += 8) {                                                                  \
+            const __m256 qd = load_f32(q + d, hd - d);                                                         \
+            for (int i = 0; i < n; i++) acc[i] = _mm256_fmadd_ps(qd, LOAD(k + (t + i) * stride + d, hd - d), acc[i]); \
+        }                                                                                                      \
+        for (int i = 0; i < n; i++) scores[t + i] = hsum8(acc[i]) * scale;                                     \
+    } while (0)
+#define ATTEND_V(type, LOAD, NB)                                                                               \
+    do {                                                                                                       \
+        __m256 acc[8];                                                                                         \
+        for (int b = 0; b < NB; b++) acc[b] = _mm256_setzero_ps();                                             \
+        for (int64_t t = 0; t < n_ctx; t++) {                                                                  \
+            const type *vt = v + t * stride + d0;                                                              \
+            const __m256 w = _mm256_set1_ps(scores[t]);                                                        \
+            for (int b = 0; b < NB; b++) acc[b] = _mm256_fmadd_ps(w, LOAD(vt + 8 * b, hd - d0 - 8 * b), acc[b]); \
+        }                                                                                                      \
+        for (int b = 0; b < NB; b++)                                                                           \
+            _mm256_maskstore_ps(out + d0 + 8 * b, tail_mask(hd - d0 - 8 * b), _mm256_mul_ps(acc[b], inv));     \
+    } while (0)
 #define ATTEND(name, type, LOAD)                                                                               \
     T256 static void name(float *out, const float *q, const type *k, const type *v, int64_t stride,            \
                           int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {                  \
-        for (int64_t t = 0; t < n_ctx; t++) {                                                                  \
-            const type *kt = k + t * stride;                                                                   \
-            __m256 acc = _mm256_setzero_ps();                                                                  \
-            for (int64_t d = 0; d < hd; d += 8) acc = _mm256_fmadd_ps(load_f32(q + d, hd - d), LOAD(kt + d, hd - d), acc); \
-            scores[t] = hsum8(acc) * scale;                                                                    \
-        }                                                                                                      \
+        int64_t t = 0;                                                                                         \
+        for (; t + 4 <= n_ctx; t += 4) ATTEND_SCORE(type, LOAD, 4);                                            \
+        for (; t < n_ctx; t++) ATTEND_SCORE(type, LOAD, 1);                                                    \
         if (cap > 0) ow_softcap_avx2(scores, scores, n_ctx, cap);                                              \
         const __m256 inv = _mm256_set1_ps(weigh(scores, n_ctx));                                               \
-        for (int64_t d0 = 0; d0 < hd; d0 += 32) {                                                              \
-            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
-            int nb = (int)((hd - d0 + 7) / 8);                                                                 \
-            if (nb > 4) nb = 4;                                                                                \
-            for (int64_t t = 0; t < n_ctx; t++) {                                                              \
-                const type *vt = v + t * stride + d0;                                                          \
-                __m256 w = _mm256_set1_ps(scores[t]);                                                          \
-                for (int b = 0; b < nb; b++) acc[b] = _mm256_fmadd_ps(w, LOAD(vt + 8 * b, hd - d0 - 8 * b), acc[b]); \
-            }                                                                                                  \
-            for (int b = 0; b < nb; b++)                                                                       \
-                _mm256_maskstore_ps(out + d0 + 8 * b, tail_mask(hd - d0 - 8 * b), _mm256_mul_ps(acc[b], inv)); \
+        for (int64_t d0 = 0; d0 < hd; d0 += 64) {                                                              \
+            const int64_t nb = (hd - d0 + 7) / 8;                                                              \
+            if (nb >= 8) ATTEND_V(type, LOAD, 8);   /* constant: the accumulators stay in registers */        \
+            else ATTEND_V(type, LOAD, nb);                                                                     \
         }                                                                                                      \
     }
 
