@@ -42,13 +42,15 @@ test: native browser
 sanitize: setup
 	bash scripts/sanitize.sh
 
-# aarch64 without ARM hardware (scripts/test_aarch64.sh): the cross compiler, qemu-user and Debian's arm64 package
-# lists, installed when we can (root with apt).
+# aarch64 without ARM hardware (scripts/test_aarch64.sh): the cross compiler, clang (the script's second -Werror
+# build and a clang-built kernel harness), qemu-user and Debian's arm64 package lists, installed when we can (root
+# with apt).
 aarch64-tools:
-	@{ command -v aarch64-linux-gnu-gcc && command -v qemu-aarch64 && dpkg --print-foreign-architectures | grep -qx arm64; } \
-	  >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && dpkg --add-architecture arm64 && \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu qemu-user >/dev/null; } || \
-	  echo "warning: gcc-aarch64-linux-gnu / qemu-user / the arm64 package lists are missing (see scripts/test_aarch64.sh)" >&2
+	@{ command -v aarch64-linux-gnu-gcc && command -v clang && command -v qemu-aarch64 && \
+	  dpkg --print-foreign-architectures | grep -qx arm64; } >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && dpkg --add-architecture arm64 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-aarch64-linux-gnu clang qemu-user >/dev/null; } || \
+	  echo "warning: gcc-aarch64-linux-gnu / clang / qemu-user / the arm64 package lists are missing (see scripts/test_aarch64.sh)" >&2
 
 # The core cross-built with -Werror and the C kernel harness under qemu (every NEON path vs the numpy twins).
 aarch64-smoke: native aarch64-tools

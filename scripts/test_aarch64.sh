@@ -153,12 +153,16 @@ status=0
 if [ "${ONEWELL_AARCH64_PER_FILE:-0}" = 1 ]; then
     # one pytest per test file (the arguments, or every tests/test_*.py), a table of outcomes and minutes at the end
     [ "$#" -gt 0 ] && FILES=("$@") || FILES=(tests/test_*.py)
-    TABLE=$WORK/per-file.txt && : >"$TABLE"
+    # ONEWELL_AARCH64_PYTEST_ARGS: more pytest arguments for every file (split on spaces, e.g. "-x --durations=5");
+    # ONEWELL_AARCH64_LOG_DIR: keep each file's pytest log there (else in the scratch folder, removed on success)
+    read -r -a EXTRA <<<"${ONEWELL_AARCH64_PYTEST_ARGS:-}"
+    LOGS=${ONEWELL_AARCH64_LOG_DIR:-$WORK} && mkdir -p "$LOGS"
+    TABLE=$LOGS/per-file.txt && : >"$TABLE"
     for f in "${FILES[@]}"; do
         t0=$(date +%s) rc=0
-        log=$WORK/log-$(basename "$f" .py).txt
-        "$ARM_PY" -m pytest -p no:cacheprovider -q ${ONEWELL_AARCH64_MARKS:+-m "$ONEWELL_AARCH64_MARKS"} "$f" \
-            >"$log" 2>&1 </dev/null || rc=$?
+        log=$LOGS/log-$(basename "$f" .py).txt
+        "$ARM_PY" -m pytest -p no:cacheprovider -q ${ONEWELL_AARCH64_MARKS:+-m "$ONEWELL_AARCH64_MARKS"} \
+            ${EXTRA[@]+"${EXTRA[@]}"} "$f" >"$log" 2>&1 </dev/null || rc=$?
         [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || status=1   # 5: every test of the file deselected by the marks
         printf '%-42s %5s min  rc=%s  %s\n' "$f" "$(awk "BEGIN {printf \"%.1f\", ($(date +%s) - $t0) / 60}")" "$rc" \
             "$(tail -n 1 "$log")" | tee -a "$TABLE"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gguf_builders as gb
+from conftest import scaled
 from onewell.gguf import GGMLType, GGUFReader, ValueType
 
 
@@ -162,7 +163,9 @@ def test_qwen_file(qwen_q4km_path):
     r = GGUFReader(qwen_q4km_path)
     elapsed = time.perf_counter() - start
     with r:
-        assert elapsed < 1.0, f"opening took {elapsed:.2f} s"
+        # a wall-time budget (the header and 151,936 token strings parsed, the tensor data only mapped): scaled
+        # under emulation, where it took 2.3 s (qemu-aarch64 -cpu max, 2026-12-04; 0.3 s natively)
+        assert elapsed < scaled(1.0), f"opening took {elapsed:.2f} s"
         assert len(r.tensors) == 291
         assert r.get("general.architecture") == "qwen2"
         assert r.metadata["qwen2.block_count"] == 24
