@@ -189,8 +189,8 @@ def test_row_ranges_and_strides_of_the_raw_call(path):
 def test_bad_arguments_raise_clear_errors():
     rng = np.random.default_rng(5)
     raw = random_weight(rng, T.Q8_0, 4, 64)
-    with pytest.raises(UnsupportedError, match="Q5_1"):
-        NR.repack(np.zeros(4 * 48, np.uint8), T.Q5_1, 4, 64)
+    with pytest.raises(UnsupportedError, match="Q4_0"):
+        NR.repack(np.zeros(4 * 36, np.uint8), T.Q4_0, 4, 64)
     with pytest.raises(ValueError, match="bytes"):
         NR.repack(raw[:-1], T.Q8_0, 4, 64)
     with pytest.raises(ValueError):
@@ -202,7 +202,7 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="row size"):
         _core.repack_r16(int(T.Q8_0), raw, 68, 4, 64, np.empty(4 * 60, np.uint8), 60)
     with pytest.raises(ValueError, match="neither"):
-        _core.repack_r16(int(T.Q5_1), raw, 68, 4, 64, np.empty(4 * 128, np.uint8), 128)
+        _core.repack_r16(int(T.Q4_0), raw, 68, 4, 64, np.empty(4 * 128, np.uint8), 128)
     packed = NR.repack(raw, T.Q8_0, 4, 64)
     xq = NR.quantize_act(np.ones(64, np.float32))
     y = np.empty(4, np.float32)
@@ -301,7 +301,7 @@ def test_repack_defaults_follow_each_paths_measured_choice(r16_tiny):
         assert (backend.info()["repacked"]["matrices"] > 0) is bool(types)
     assert nk.DEFAULT_REPACK["avx512"] == {"q8_0", "q4_1"}   # Q5_0 streams as in the file (perf-log 19)
     assert set(nk.DEFAULT_REPACK) == set(nk.KERNEL_PATHS)   # every path decided, aarch64's too (not only this CPU's)
-    for bad in ("yes", 1, 0.0, ["q5_1"], ["q9_9"]):
+    for bad in ("yes", 1, 0.0, ["q4_0"], ["q9_9"]):
         with pytest.raises(ValueError, match="repack"):
             NativeBackend(r16_tiny, n_ctx=8, repack=bad)
 

@@ -251,7 +251,7 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
 }
 
 /* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): rows of a type with a repacked layout
- * (the table's repack_to: Q8_0 and Q5_0 -> Q8_0 R16, Q4_1 and Q4_0 -> Q4_1 R16) -> rows of that layout */
+ * (the table's repack_to: Q8_0 and Q5_0 -> Q8_0 R16, Q4_1 -> Q4_1 R16) -> rows of that layout */
 static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     (void)self;
     int st;
@@ -287,12 +287,7 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     status = t->repack(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
     Py_END_ALLOW_THREADS
-    if (status) {
-        PyErr_SetString(PyExc_ValueError, st == OW_TYPE_Q4_0
-                                              ? "repack_r16: a Q4_0 scale d whose -8 d is no exact fp16 (|d| > 8188)"
-                                              : "repack_r16: inconsistent sizes");
-        goto done;
-    }
+    if (status) { PyErr_SetString(PyExc_ValueError, "repack_r16: inconsistent sizes"); goto done; }
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&src);

@@ -170,31 +170,6 @@ def repack_q4_1_r16(raw, rows: int, cols: int) -> np.ndarray:
     return out
 
 
-_Q4_0_BYTES = 18
-Q4_0_SCALE_LIMIT = 8188.0   # |d| up to this: -8 d is an exact fp16 (8 x 8188 = 65504, the largest finite one)
-
-
-def q4_0_as_q4_1(raw, rows: int, cols: int) -> np.ndarray:
-    """Raw Q4_0 bytes -> the raw Q4_1 bytes of the same values: d (q - 8) = d q + m with m = -8 d (fp16, exact
-    while |d| <= Q4_0_SCALE_LIMIT; ValueError otherwise, as the C repack refuses it)."""
-    blocks = _source_blocks(raw, rows, cols, _Q4_0_BYTES, "Q4_0")
-    d = np.ascontiguousarray(blocks[:, :, 0:2]).view("<f2")[..., 0]
-    with np.errstate(over="ignore", invalid="ignore"):   # out-of-range scales are refused just below
-        m = (np.float32(-8.0) * d.astype(np.float32)).astype("<f2")
-    if not (np.isfinite(m).all() and (m.astype(np.float32) == np.float32(-8.0) * d.astype(np.float32)).all()):
-        raise ValueError(f"Q4_0 scales beyond +-{Q4_0_SCALE_LIMIT:g} (or not finite) have no exact Q4_1 form")
-    out = np.empty(blocks.shape[:2] + (_Q4_1_BYTES,), dtype=np.uint8)
-    out[:, :, 0:2] = blocks[:, :, 0:2]
-    out[:, :, 2:4] = m[..., None].view(np.uint8)
-    out[:, :, 4:] = blocks[:, :, 2:]
-    return out.reshape(-1)
-
-
-def repack_q4_0_r16(raw, rows: int, cols: int) -> np.ndarray:
-    """Raw Q4_0 bytes -> the Q4_1 R16 layout of the same values (q4_0_as_q4_1, then repack_q4_1_r16)."""
-    return repack_q4_1_r16(q4_0_as_q4_1(raw, rows, cols), rows, cols)
-
-
 def unpack_q4_1_r16(packed: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """Inverse of repack_q4_1_r16: uint8 [rows, stride] -> the raw Q4_1 bytes (rows * cols/32 * 20)."""
     nb = _blocks_of(cols)

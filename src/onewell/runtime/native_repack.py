@@ -1,6 +1,6 @@
 """The native R16 layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h): load-time repacking and matmuls.
 
-    layout_for(weight_type)                        -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1, Q4_0 in)
+    layout_for(weight_type)                        -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in)
     repack(raw, weight_type, rows, cols)          -> uint8 [rows, stride] in layout_for(weight_type), 64-byte aligned
     quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]); both layouts take it
     matmul(packed, rows, cols, x, isa=None, layout=Q8_0_R16) -> float32 [n_vec, rows] (or [rows])
@@ -57,13 +57,13 @@ def _dims(rows, cols) -> tuple[int, int]:
 
 
 def layout_for(weight_type) -> int:
-    """The repacked layout a ggml weight type converts to: Q8_0_R16 (Q8_0, Q5_0) or Q4_1_R16 (Q4_1, Q4_0)."""
+    """The repacked layout a ggml weight type converts to: Q8_0_R16 (Q8_0, Q5_0) or Q4_1_R16 (Q4_1)."""
     try:
         wt = GGMLType(weight_type)
     except ValueError:
         raise UnsupportedError(f"unknown tensor type {weight_type!r}") from None
     if wt not in LAYOUTS:
-        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16), Q4_1 and Q4_0 (to Q4_1 R16) repack, not {wt.name}")
+        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16) and Q4_1 (to Q4_1 R16) repack, not {wt.name}")
     return LAYOUTS[wt]
 
 
@@ -74,9 +74,8 @@ def _layout_stride(layout, cols: int) -> int:
 
 
 def repack(raw: np.ndarray, weight_type, rows: int, cols: int) -> np.ndarray:
-    """Raw Q8_0, Q5_0, Q4_1 or Q4_0 bytes of a rows x cols matrix -> a new 64-byte aligned uint8 [rows, stride] in
-    layout_for(weight_type) (lossless for all four; a Q4_0 scale over 8188 is refused). Runs in C with the GIL
-    released."""
+    """Raw Q8_0, Q5_0 or Q4_1 bytes of a rows x cols matrix -> a new 64-byte aligned uint8 [rows, stride] in
+    layout_for(weight_type) (lossless for all three). Runs in C with the GIL released."""
     layout = layout_for(weight_type)
     wt = GGMLType(weight_type)
     rows, cols = _dims(rows, cols)

@@ -208,14 +208,6 @@ def repack_type_set(repack: bool | Iterable[GGMLType | str]) -> frozenset[GGMLTy
     return frozenset(types)
 
 
-def _q4_0_scales_fit(raw: np.ndarray) -> bool:
-    """Every fp16 scale d of these raw Q4_0 blocks has |d| <= Q4_0_SCALE_LIMIT (so the Q4_1 R16 copy is exact)."""
-    from onewell.quant.repack import Q4_0_SCALE_LIMIT
-
-    d = np.ascontiguousarray(raw.reshape(-1, 18)[:, 0:2]).view("<f2")[:, 0].astype(np.float32)
-    return bool(np.all(np.abs(d) <= Q4_0_SCALE_LIMIT))   # NaN compares false: not repacked either
-
-
 def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
     """Identifies the memory behind a matrix (views of one tensor made separately are different objects)."""
     return raw.__array_interface__["data"][0], raw.nbytes
@@ -224,8 +216,6 @@ def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
 def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan]) -> MatrixPlan:
     if m.ggml_type not in repack_layouts():
         return m
-    if m.ggml_type == GGMLType.Q4_0 and not _q4_0_scales_fit(m.raw):
-        return m   # a scale whose Q4_1 form -8 d is no exact fp16: this matrix stays in the file's layout
     key = _buffer_key(m.raw)
     if key not in copies:
         from onewell.runtime.native_repack import repack   # the native core, only when asked for

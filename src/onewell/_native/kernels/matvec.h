@@ -112,10 +112,6 @@ size_t ow_q8_0_r16_row_stride(int64_t n_cols);  /* the padded stride the plan us
 /* rows x n_cols of Q4_1 -> OW_TYPE_Q4_1_R16 rows (q4_1_r16.h) dst_stride apart (padding zeroed); 0 or -1 as above */
 int ow_repack_q4_1_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                        size_t dst_stride);
-/* the same from Q4_0: each block as the Q4_1 block d q + m, m = -8 d (lossless; -1 also where some fp16 m would
- * not be exact, |d| > 8188 or not finite) */
-int ow_repack_q4_0_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
-                       size_t dst_stride);
 size_t ow_q4_1_r16_row_stride(int64_t n_cols);  /* its padded stride: a multiple of 64 bytes */
 /* Process-wide tuning knobs of the streaming decode kernels, set before running matmuls (docs/perf-log.md,
  * entry 3): the software prefetch distance (bytes ahead of the weight stream; 0 = off; until set, this CPU's

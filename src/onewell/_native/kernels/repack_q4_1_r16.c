@@ -1,5 +1,4 @@
-/* Load-time repacking of Q4_1 weight rows (and Q4_0's, as Q4_1 blocks with m = -8 d) into the Q4_1 R16 layout
- * (q4_1_r16.h).
+/* Load-time repacking of Q4_1 weight rows into the Q4_1 R16 layout (q4_1_r16.h).
  *
  * Runs once per matrix at load, reading each source row once; plain C is enough (nibble moves, no arithmetic).
  * onewell/quant/repack.py (repack_q4_1_r16) is its numpy twin, byte for byte. */
@@ -12,35 +11,17 @@ static int q4_1_elem(const ow_block_q4_1 *blk, int t) {
     return t < OW_QK / 2 ? blk->qs[t] & 0x0f : blk->qs[t - OW_QK / 2] >> 4;
 }
 
-/* A Q4_0 block as the Q4_1 block of the same values: d (q - 8) = d q + m with m = -8 d, exact in fp16 while
- * |d| <= 8188 (a power-of-two scaling); 0, or -1 where m would not be exact (overflow, inf or NaN) */
-static int q4_0_as_q4_1(const uint8_t *src, ow_block_q4_1 *blk) {
-    ow_block_q4_0 b0;
-    memcpy(&b0, src, sizeof b0);
-    const float m = -8.0f * ow_fp16_to_fp32(b0.d);
-    blk->d = b0.d;
-    blk->m = ow_fp32_to_fp16(m);
-    memcpy(blk->qs, b0.qs, sizeof blk->qs);
-    return (blk->m & 0x7c00) != 0x7c00 && ow_fp16_to_fp32(blk->m) == m ? 0 : -1;   /* finite and exact */
-}
-
-/* rows of `src_type` (Q4_1, or Q4_0 through q4_0_as_q4_1) -> Q4_1 R16 rows */
-static int repack_rows(int src_type, const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols,
-                       uint8_t *dst, size_t dst_stride) {
-    const size_t src_block = src_type == OW_TYPE_Q4_0 ? sizeof(ow_block_q4_0) : sizeof(ow_block_q4_1);
+int ow_repack_q4_1_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                       size_t dst_stride) {
     if (rows < 0 || n_cols <= 0 || n_cols % OW_QK) return -1;
     const int64_t nb = n_cols / OW_QK;
-    if (src_row_bytes < (size_t)nb * src_block || dst_stride < ow_q41r16_min_row_bytes(n_cols)) return -1;
+    if (src_row_bytes < (size_t)nb * sizeof(ow_block_q4_1) || dst_stride < ow_q41r16_min_row_bytes(n_cols)) return -1;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *in = src + (size_t)r * src_row_bytes;
         uint8_t *out = dst + (size_t)r * dst_stride;
         for (int64_t b = 0; b < nb; b++) {
             ow_block_q4_1 blk;
-            if (src_type == OW_TYPE_Q4_0) {
-                if (q4_0_as_q4_1(in + (size_t)b * src_block, &blk) != 0) return -1;
-            } else {
-                memcpy(&blk, in + (size_t)b * src_block, sizeof blk);
-            }
+            memcpy(&blk, in + (size_t)b * sizeof blk, sizeof blk);
             const int64_t g = b / OW_R16_GROUP * OW_R16_GROUP;
             const int m = ow_r16_group_blocks(nb, g);
             for (int i = 0; i < OW_Q41R16_PAIRS; i++)
@@ -54,14 +35,4 @@ static int repack_rows(int src_type, const uint8_t *src, size_t src_row_bytes, i
         memset(out + used, 0, dst_stride - used);
     }
     return 0;
-}
-
-int ow_repack_q4_1_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
-                       size_t dst_stride) {
-    return repack_rows(OW_TYPE_Q4_1, src, src_row_bytes, rows, n_cols, dst, dst_stride);
-}
-
-int ow_repack_q4_0_r16(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
-                       size_t dst_stride) {
-    return repack_rows(OW_TYPE_Q4_0, src, src_row_bytes, rows, n_cols, dst, dst_stride);
 }

@@ -56,7 +56,7 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                      /* several vectors: 12 FMA chains; bit-identical to the AVX2 dot (also the VNNI path's) */
                      .tile = {OW_AVX2(tile_f16_f16_avx2), OW_AVX2_VNNI(tile_f16_f16_avx2)}},
     [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
-                      OW_WEIGHT(OW_TYPE_Q8_0, q4_0, OW_TYPE_Q4_1_R16, ow_repack_q4_0_r16), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
+                      OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
                       .tile = {OW_AVX2_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx2),
                                OW_AVX512_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx512)}},
     [OW_TYPE_Q4_1] = {.name = "q4_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
