@@ -14,6 +14,7 @@ Used by tests/test_serve_load.py (small) and fuzz/load_test.py (big).
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -26,6 +27,15 @@ from pathlib import Path
 import httpx
 
 CHILD = Path(__file__).with_name("serve_child.py")
+# The wall-time budgets below (client timeouts, start and idle waits, the load's deadline) are a native run's;
+# ONEWELL_TEST_TIME_SCALE stretches them as tests/conftest.py's scaled() does (scripts/test_aarch64.sh sets it
+# under qemu, where the server's compute runs 100-150x slower than natively: SmolLM2, 159-token prefill,
+# 108 s vs 0.71 s, so fill_every_slot's 4 x 94-token prompts outlast a 120 s read timeout).
+TIME_SCALE = max(1.0, float(os.environ.get("ONEWELL_TEST_TIME_SCALE", "1")))
+
+
+def scaled(seconds: float) -> float:
+    return seconds * TIME_SCALE
 PROMPTS = (
     "The capital of France is",
     "def add(a, b):\n    return",
@@ -40,7 +50,7 @@ class ServerProcess:
     """`with ServerProcess(model, parallel=4, ...) as server:` a server in a child process on 127.0.0.1."""
 
     def __init__(self, model: str | Path, parallel: int = 4, queue: int = 4, ctx_size: int = 256,
-                 threads: int = 1, start_timeout: float = 120.0):
+                 threads: int = 1, start_timeout: float = scaled(120.0)):
         self.args = [sys.executable, str(CHILD), str(model), "--parallel", str(parallel), "--queue", str(queue),
                      "--ctx-size", str(ctx_size), "--threads", str(threads)]
         self.parallel, self.queue, self.ctx_size = parallel, queue, ctx_size
@@ -69,7 +79,7 @@ class ServerProcess:
             return
         try:
             self.proc.stdin.close()  # the child stops its server and exits
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=scaled(30))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -88,10 +98,10 @@ class ServerProcess:
         raise RuntimeError("no VmRSS in /proc status")
 
     def metrics(self) -> dict:
-        return httpx.get(self.url + "/metrics", timeout=10).json()
+        return httpx.get(self.url + "/metrics", timeout=scaled(10)).json()
 
     def health(self) -> dict:
-        return httpx.get(self.url + "/health", timeout=10).json()
+        return httpx.get(self.url + "/health", timeout=scaled(10)).json()
 
 
 # ---- one streamed request ------------------------------------------------------------------------------
@@ -190,7 +200,7 @@ class Reference:
 def reference_outputs(server: ServerProcess, prompts, max_tokens: int) -> dict[str, Reference]:
     """Each prompt as the server's only request."""
     out = {}
-    with httpx.Client(timeout=120) as client:
+    with httpx.Client(timeout=scaled(120)) as client:
         for prompt in prompts:
             r = stream_completion(client, server.url, prompt, max_tokens)
             if r.status != 200 or r.problem or not r.done:
@@ -249,7 +259,7 @@ def classify(report: LoadReport, prompt: str, result: StreamResult, expected: di
 
 
 def run_load(server: ServerProcess, expected: dict[str, Reference], n_requests: int, n_clients: int,
-             max_tokens: int, hang_up_fraction: float = 0.2, seed: int = 0, max_seconds: float = 600.0,
+             max_tokens: int, hang_up_fraction: float = 0.2, seed: int = 0, max_seconds: float = scaled(600.0),
              retries: int = 0) -> LoadReport:
     """n_requests streamed requests from n_clients threads; about hang_up_fraction of them hang up at a
     random data line. A refused request (503) is sent again up to `retries` times after a short pause."""
@@ -260,7 +270,7 @@ def run_load(server: ServerProcess, expected: dict[str, Reference], n_requests: 
     started = time.perf_counter()
 
     def client_loop(client_index: int) -> None:
-        with httpx.Client(timeout=120) as client:
+        with httpx.Client(timeout=scaled(120)) as client:
             while time.monotonic() < deadline:
                 with lock:
                     i = next(counter, None)
@@ -294,7 +304,7 @@ def burst(server: ServerProcess, expected: dict[str, Reference], size: int, max_
 
     def one(i: int) -> None:
         prompt = prompts[i % len(prompts)]
-        with httpx.Client(timeout=120) as client:
+        with httpx.Client(timeout=scaled(120)) as client:
             gate.wait()
             classify(report, prompt, stream_completion(client, server.url, prompt, max_tokens), expected, lock)
 
@@ -305,7 +315,7 @@ def burst(server: ServerProcess, expected: dict[str, Reference], size: int, max_
     return report
 
 
-def wait_idle(server: ServerProcess, timeout: float = 30.0) -> dict:
+def wait_idle(server: ServerProcess, timeout: float = scaled(30.0)) -> dict:
     """Metrics once no slot is busy and the queue is empty (a cancelled job frees its slot after one tick)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -334,7 +344,7 @@ def fill_every_slot(server: ServerProcess, n_vocab_hint: int = 1000, max_tokens:
 
     def one(i: int) -> None:
         prompt = [rng.randrange(100, n_vocab_hint) for _ in range(n_prompt)]
-        with httpx.Client(timeout=120) as client:
+        with httpx.Client(timeout=scaled(120)) as client:
             gate.wait()
             results[i] = stream_completion(client, server.url, prompt, max_tokens, ignore_eos=True)
 

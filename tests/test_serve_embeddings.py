@@ -8,7 +8,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from conftest import read_jsonl
+from conftest import read_jsonl, scaled
 
 import onewell
 from onewell.serve.app import create_app
@@ -32,7 +32,7 @@ def server(model):
 
 @pytest.fixture
 def client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(120))
 
 
 def gold(i: int) -> np.ndarray:
@@ -72,7 +72,7 @@ def test_dimensions_truncate_then_renormalize(client):
 def test_base64_is_little_endian_float32(server, client):
     floats = client.embeddings.create(model="nomic", input="hello", encoding_format="float").data[0].embedding
     raw = httpx.post(server.url + "/v1/embeddings", json={"input": "hello", "encoding_format": "base64"},
-                     timeout=60).json()
+                     timeout=scaled(60)).json()
     decoded = np.frombuffer(base64.b64decode(raw["data"][0]["embedding"]), dtype="<f4")
     np.testing.assert_array_equal(decoded, np.array(floats, dtype=np.float32))
     # the openai client asks for base64 by default and decodes it itself: the same vector
@@ -90,7 +90,7 @@ def test_base64_is_little_endian_float32(server, client):
     ({}, "input"),
 ])
 def test_bad_requests_are_400(server, body, needle):
-    r = httpx.post(server.url + "/v1/embeddings", json=body, timeout=60)
+    r = httpx.post(server.url + "/v1/embeddings", json=body, timeout=scaled(60))
     assert r.status_code == 400, r.text
     assert needle in r.json()["error"]["message"]
 
@@ -103,9 +103,9 @@ def test_chat_and_completions_on_an_embedding_model_are_400(client):
 
 
 def test_metrics_count_embedding_requests(server, client):
-    before = httpx.get(server.url + "/metrics", timeout=10).json()
+    before = httpx.get(server.url + "/metrics", timeout=scaled(10)).json()
     client.embeddings.create(model="nomic", input=["a", "b"])
-    after = httpx.get(server.url + "/metrics", timeout=10).json()
+    after = httpx.get(server.url + "/metrics", timeout=scaled(10)).json()
     assert after["embedding_requests"] == before["embedding_requests"] + 1
     assert after["embedding_inputs"] == before["embedding_inputs"] + 2
 
@@ -113,7 +113,7 @@ def test_metrics_count_embedding_requests(server, client):
 def test_embeddings_on_a_generative_model_are_400(smollm_path):
     gen = onewell.load(smollm_path, backend="native", threads=1, n_ctx=256)
     with BackgroundServer(create_app(gen, model_name="smol")) as s:
-        c = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(60))
         with pytest.raises(openai.BadRequestError, match="generative model"):
             c.embeddings.create(model="smol", input="hello")
     with pytest.raises(onewell.errors.WrongModelKindError, match="generative model"):

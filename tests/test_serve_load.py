@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import scaled
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fuzz/ folder at the repository root
 
@@ -72,7 +73,7 @@ def test_load_with_hang_ups_and_a_burst_leaves_the_server_as_it_was(server, expe
 def test_hostile_requests_get_a_clear_4xx_and_the_server_stays_up(server, expected):
     invalid_before = server.metrics()["requests_invalid"]
     cases = fault_requests(N_CTX)
-    with httpx.Client(timeout=60) as client:
+    with httpx.Client(timeout=scaled(60)) as client:
         for name, body in cases:
             r = send_fault(client, server.url, name, body)
             assert 400 <= r.status_code < 500, (name, r.status_code, r.text[:300])
@@ -81,7 +82,7 @@ def test_hostile_requests_get_a_clear_4xx_and_the_server_stays_up(server, expect
     assert server.metrics()["requests_invalid"] - invalid_before == len(cases)
     assert server.health() == {"status": "ok"}
     prompt = PROMPTS[0]
-    with httpx.Client(timeout=60) as client:
+    with httpx.Client(timeout=scaled(60)) as client:
         from fuzz.serve_load import stream_completion
 
         again = stream_completion(client, server.url, prompt, MAX_TOKENS)

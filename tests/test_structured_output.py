@@ -123,7 +123,14 @@ def test_response_format_grammar_and_streaming_in_the_python_api(smol):
     assert len(pieces) >= 2
     jsonschema.validate(json.loads("".join(pieces)), ITEM)
     assert smol.generate("Yes or no?", chat=True, grammar='root ::= "yes" | "no"', temperature=1.0) in ("yes", "no")
-    assert isinstance(json.loads(smol.generate("{", response_format={"type": "json_object"}, max_tokens=40,
+    # A prompt whose greedy object closes by a clear margin on every kernel path: the bare "{" it replaced chose
+    # between '"' and ' "' after '{"The' by a top-2 margin (after the grammar's mask) of 0.04-0.17 nats on
+    # generic/avx2/avx512 and 0.0075 on neon-dotprod (qemu), whose trajectory then looped ('{"The ": 2022, ":": ...')
+    # past max_tokens: unfinished JSON from a float32-ulp tie, not a grammar bug. This one gives '{"c": 3}' with a
+    # smallest masked margin of 1.24-1.52 nats on all five paths (the paths' logits differ by up to ~0.3 nats on
+    # SmolLM2).
+    few_shot = 'JSON: {"a": 1}\nJSON: {"b": 2}\nJSON:'
+    assert isinstance(json.loads(smol.generate(few_shot, response_format={"type": "json_object"}, max_tokens=40,
                                                temperature=0)), dict)
     with pytest.raises(structured.GrammarError):
         smol.generate("x", json_schema={"type": "nope"})

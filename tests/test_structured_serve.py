@@ -9,6 +9,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from conftest import scaled
 
 import onewell
 from onewell.serve.app import create_app
@@ -74,7 +75,7 @@ def server(qwen_q4km_path):
 
 @pytest.fixture
 def client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(120))
 
 
 def ask(text: str) -> list[dict]:
@@ -108,11 +109,11 @@ def test_json_object_and_grammar_fields(client, server):
                                        temperature=0.7, max_tokens=120, response_format={"type": "json_object"})
     assert isinstance(json.loads(r.choices[0].message.content), dict)
     for grammar in ('root ::= "yes" | "no"', 'start: "yes" | "no"'):  # GBNF and Lark
-        r = httpx.post(server.url + "/v1/chat/completions", timeout=60, json={
+        r = httpx.post(server.url + "/v1/chat/completions", timeout=scaled(60), json={
             "messages": [{"role": "user", "content": "Is the sky green?"}], "grammar": grammar, "temperature": 0.7})
         assert r.status_code == 200, r.text
         assert r.json()["choices"][0]["message"]["content"] in ("yes", "no")
-    r = httpx.post(server.url + "/v1/completions", timeout=60, json={
+    r = httpx.post(server.url + "/v1/completions", timeout=scaled(60), json={
         "prompt": "The answer is", "json_schema": {"type": "integer"}, "max_tokens": 8, "temperature": 0.7})
     assert isinstance(json.loads(r.json()["choices"][0]["text"]), int)
 
@@ -189,7 +190,7 @@ def test_tool_results_in_the_history_are_rendered(client):
     ({"presence_penalty": 3}, "presence_penalty"),
 ])
 def test_bad_structured_requests_are_400_naming_the_problem(server, body, fragment):
-    r = httpx.post(server.url + "/v1/chat/completions", timeout=30,
+    r = httpx.post(server.url + "/v1/chat/completions", timeout=scaled(30),
                    json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **body})
     assert r.status_code == 400, r.text
     assert fragment in r.json()["error"]["message"]
