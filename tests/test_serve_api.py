@@ -10,6 +10,7 @@ import time
 import httpx
 import openai
 import pytest
+from conftest import scaled
 
 import onewell
 from onewell.api import Model
@@ -48,14 +49,14 @@ def server(model):
 
 @pytest.fixture
 def client(server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=scaled(60))
 
 
 def metrics(server) -> dict:
-    return httpx.get(server.url + "/metrics", timeout=10).json()
+    return httpx.get(server.url + "/metrics", timeout=scaled(10)).json()
 
 
-def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
+def wait_for(predicate, timeout: float = scaled(15.0), what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -119,7 +120,7 @@ def test_streaming_chat_equals_non_streamed_and_ends_with_usage(server, client):
     assert last.usage.completion_tokens == whole.usage.completion_tokens
     # raw wire format: the usage chunk, then [DONE] last
     body = {"messages": HI, "max_tokens": 4, "temperature": 0, "stream": True}
-    with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=60) as resp:
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=scaled(60)) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = sse_events(resp)
     assert events[-1] == "[DONE]"
@@ -215,7 +216,7 @@ def test_text_too_long_for_any_tokenization_is_refused_before_tokenizing(server,
     for path, body in (("/v1/completions", {"prompt": huge, "max_tokens": 1}),
                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": huge}], "max_tokens": 1})):
         t0 = time.perf_counter()
-        r = httpx.post(server.url + path, json=body, timeout=60)
+        r = httpx.post(server.url + path, json=body, timeout=scaled(60))
         assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
         assert "bytes of text" in r.json()["error"]["message"]
         assert time.perf_counter() - t0 < 2.0  # refused by counting bytes, not by tokenizing
@@ -310,7 +311,7 @@ def test_four_concurrent_streams_equal_each_alone(server, client):
 def test_client_leaving_mid_stream_frees_its_slot(server):
     before = metrics(server)
     body = {"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "stream": True, "temperature": 0}
-    with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as resp:
+    with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=scaled(60)) as resp:
         lines = resp.iter_lines()
         got = [next(lines) for _ in range(4)]  # a couple of events, then hang up
     assert any(line.startswith("data: ") for line in got)
@@ -348,7 +349,8 @@ def test_multi_turn_chat_reuses_the_cached_prefix(server, client):
 def test_queue_full_is_503_with_retry_after(model):
     with BackgroundServer(create_app(clone(model), parallel=1, queue=1)) as s:
         body = {"prompt": "Once upon a time", "max_tokens": 400, "ignore_eos": True, "stream": True}
-        with httpx.Client(base_url=s.url, timeout=60) as first, httpx.Client(base_url=s.url, timeout=60) as second:
+        with httpx.Client(base_url=s.url, timeout=scaled(60)) as first, \
+                httpx.Client(base_url=s.url, timeout=scaled(60)) as second:
             with first.stream("POST", "/v1/completions", json=body) as running:
                 first_lines = running.iter_lines()  # keep a reference: a collected iterator closes the stream
                 assert next(first_lines).startswith("data: ")
