@@ -6,6 +6,8 @@
 #   ONEWELL_AARCH64_PYTEST=0 scripts/test_aarch64.sh               # stages 1-2 only (CI: make aarch64-smoke)
 #   ONEWELL_AARCH64_PER_FILE=1 ONEWELL_AARCH64_MARKS="not model and not ray" scripts/test_aarch64.sh tests/test_*.py
 #                                             # stage 3, one pytest per file, a table of outcomes and minutes
+#                                             # (ONEWELL_AARCH64_PYTEST_ARGS="-x --durations=10": more arguments for
+#                                             # every file; ONEWELL_AARCH64_LOG_DIR=dir keeps each file's log)
 #
 # 1. every .c of the core compiles for aarch64 with the project's flags and -Werror (gcc; clang too when
 #    `clang` is installed: --target=aarch64-linux-gnu with the cross sysroot);
@@ -18,8 +20,9 @@
 #    and test extra as PyPI's aarch64 wheels at the host venv's versions (less ray and playwright: the browser test
 #    needs a native driver and stays x86-only). sys.executable is a wrapper that runs qemu again, so tests that
 #    start a Python subprocess are emulated too, without binfmt_misc. -m "not model" by default (the model
-#    tests take hours under emulation). ONEWELL_TEST_TIME_SCALE (default 20 here: emulation is 10-20x slower)
-#    stretches the tests' wall-time budgets (tests/conftest.py: scaled()).
+#    tests take hours under emulation). ONEWELL_TEST_TIME_SCALE (default 20 here: emulation is 10-20x slower for
+#    Python, 100-150x for the kernels' SIMD and numpy's BLAS) stretches the tests' wall-time budgets
+#    (tests/conftest.py: scaled(); fuzz/serve_load.py).
 #
 # Needs: gcc-aarch64-linux-gnu, qemu-user, the host .venv (make setup; make native) for the numpy twins and pip,
 # and once, for stage 3, root to run `dpkg --add-architecture arm64 && apt-get update` (`make aarch64-tools` does
