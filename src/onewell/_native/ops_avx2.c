@@ -151,7 +151,7 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
  * position's products are still summed in dimension order, as one position alone: the same floats). V: up to 8
  * vectors (64 dims) of accumulators held in registers across the positions, each one chain in position order;
  * 64 dims are a whole f16 row of most heads, read in one pass. */
-#define ATTEND_SCORE(type, LOAD, n)                                                                            \
+#define ATTEND_SCORE(LOAD, n)                                                                                  \
     do {                                                                                                       \
         __m256 acc[n];                                                                                         \
         for (int i = 0; i < n; i++) acc[i] = _mm256_setzero_ps();                                              \
@@ -177,8 +177,8 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
     T256 static void name(float *out, const float *q, const type *k, const type *v, int64_t stride,            \
                           int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {                  \
         int64_t t = 0;                                                                                         \
-        for (; t + 4 <= n_ctx; t += 4) ATTEND_SCORE(type, LOAD, 4);                                            \
-        for (; t < n_ctx; t++) ATTEND_SCORE(type, LOAD, 1);                                                    \
+        for (; t + 4 <= n_ctx; t += 4) ATTEND_SCORE(LOAD, 4);                                            \
+        for (; t < n_ctx; t++) ATTEND_SCORE(LOAD, 1);                                                    \
         if (cap > 0) ow_softcap_avx2(scores, scores, n_ctx, cap);                                              \
         const __m256 inv = _mm256_set1_ps(weigh(scores, n_ctx));                                               \
         for (int64_t d0 = 0; d0 < hd; d0 += 64) {                                                              \
