@@ -26,16 +26,12 @@ from pathlib import Path
 
 import httpx
 
+from fuzz.time_scale import scaled
+
 CHILD = Path(__file__).with_name("serve_child.py")
-# The wall-time budgets below (client timeouts, start and idle waits, the load's deadline) are a native run's;
-# ONEWELL_TEST_TIME_SCALE stretches them as tests/conftest.py's scaled() does (scripts/test_aarch64.sh sets it
-# under qemu, where the server's compute runs 100-150x slower than natively: SmolLM2, 159-token prefill,
-# 108 s vs 0.71 s, so fill_every_slot's 4 x 94-token prompts outlast a 120 s read timeout).
-TIME_SCALE = max(1.0, float(os.environ.get("ONEWELL_TEST_TIME_SCALE", "1")))
-
-
-def scaled(seconds: float) -> float:
-    return seconds * TIME_SCALE
+# The wall-time budgets below (client timeouts, start and idle waits, the load's deadline) are a native run's,
+# stretched by fuzz/time_scale.py (under qemu the server's compute runs 100-150x slower than natively: SmolLM2,
+# 159-token prefill, 108 s vs 0.71 s, so fill_every_slot's 4 x 94-token prompts outlast a 120 s read timeout).
 PROMPTS = (
     "The capital of France is",
     "def add(a, b):\n    return",

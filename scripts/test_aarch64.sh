@@ -22,7 +22,7 @@
 #    start a Python subprocess are emulated too, without binfmt_misc. -m "not model" by default (the model
 #    tests take hours under emulation). ONEWELL_TEST_TIME_SCALE (default 20 here: emulation is 10-20x slower for
 #    Python, 100-150x for the kernels' SIMD and numpy's BLAS) stretches the tests' wall-time budgets
-#    (tests/conftest.py: scaled(); fuzz/serve_load.py).
+#    (fuzz/time_scale.py: scaled(), used by the tests and fuzz/serve_load.py).
 #
 # Needs: gcc-aarch64-linux-gnu, qemu-user, the host .venv (make setup; make native) for the numpy twins and pip,
 # and once, for stage 3, root to run `dpkg --add-architecture arm64 && apt-get update` (`make aarch64-tools` does

@@ -1,35 +1,16 @@
 """Shared fixtures: paths of the default models (pulled and cached on first use) and the golden data, and the
 time scale of tests that assert on wall time."""
 import json
-import os
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 DATA = Path(__file__).parent / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository root: fuzz/
 
-
-def _time_scale() -> float:
-    """ONEWELL_TEST_TIME_SCALE (default 1): how many times slower than a native run this one is expected to be.
-    scripts/test_aarch64.sh sets it under qemu (10-20x slower); tests multiply their wall-time budgets and the
-    delays they race against by it, so what they assert is unchanged on native runs (scale 1)."""
-    raw = os.environ.get("ONEWELL_TEST_TIME_SCALE", "1")
-    try:
-        scale = float(raw)
-    except ValueError:
-        raise ValueError(f"ONEWELL_TEST_TIME_SCALE must be a number >= 1, got {raw!r}") from None
-    if not scale >= 1:
-        raise ValueError(f"ONEWELL_TEST_TIME_SCALE must be a number >= 1, got {raw!r}")
-    return scale
-
-
-TIME_SCALE = _time_scale()
-
-
-def scaled(seconds: float) -> float:
-    """A wall-time budget or delay of a native run, stretched by ONEWELL_TEST_TIME_SCALE."""
-    return seconds * TIME_SCALE
+from fuzz.time_scale import TIME_SCALE, scaled  # noqa: E402,F401  (tests import scaled from here)
 
 
 if TIME_SCALE > 1:
