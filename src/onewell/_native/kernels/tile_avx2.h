@@ -70,4 +70,41 @@ TA_INLINE void ta_by_decode_kernel(void (*dot)(OW_DOT_ARGS), OW_TILE_ARGS) {
                 xb + (size_t)v * x_stride, y + (int64_t)v * y_stride + r0);
 }
 
+/* The 32-element tiles' scratch limits: rows up to TA_MAX_BLOCKS blocks (16,384 columns) decode into a row
+ * scratch, longer ones go to the decode kernel; activation scales are converted TA_SCALE_FLOATS at a time (32 KiB
+ * of stack), so the vectors go in groups. */
+#define TA_MAX_BLOCKS 512
+#define TA_SCALE_FLOATS 8192
+
+/* A tile's work on one group of vectors: every one of nr rows of w against nv vectors (activations xb, their
+ * scales as floats in xs, per_vector * nb per vector), results at yv. */
+typedef void (*ta_group_fn)(const uint8_t *w, size_t w_stride, int nr, int64_t nb, const uint8_t *xb,
+                            size_t x_stride, const float *xs, int nv, float *yv, int64_t y_stride);
+typedef void (*ta_scales_fn)(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs);
+
+/* The frame every 32-element tile shares (an any_rows tile: nr is a whole matmul chunk): one vector, or a row too
+ * long for the scratch, goes to the decode kernel `dot`, which streams any number of rows; otherwise, per group of
+ * vectors whose scales fit the buffer, `scales` converts them once and `group` does the rows. */
+TA_INLINE void ta_tile_frame(void (*dot)(OW_DOT_ARGS), ta_scales_fn scales, int per_vector, ta_group_fn group,
+                             OW_TILE_ARGS) {
+    const int64_t nb = n_cols / OW_QK;
+    if (n_vec < 2 || nb > TA_MAX_BLOCKS) {
+        ta_by_decode_kernel(dot, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+        return;
+    }
+    float xs[TA_SCALE_FLOATS + 8];
+    const int per_group = (int)(TA_SCALE_FLOATS / (per_vector * nb));
+    for (int v0 = 0; v0 < n_vec; v0 += per_group) {
+        const int nv = n_vec - v0 < per_group ? n_vec - v0 : per_group;
+        const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;
+        scales(xb, x_stride, nb, nv, xs);
+        group(w, w_stride, nr, nb, xb, x_stride, xs, nv, y + (int64_t)v0 * y_stride, y_stride);
+    }
+}
+
+/* The signature of a ta_group_fn, for the tiles' definitions */
+#define TA_GROUP_ARGS                                                                                        \
+    const uint8_t *w, size_t w_stride, int nr, int64_t nb, const uint8_t *xb, size_t x_stride, const float *xs, \
+        int nv, float *yv, int64_t y_stride
+
 #endif

@@ -17,8 +17,6 @@
 #if OW_X86_KERNELS
 #include "tile_avx2.h"
 
-#define TA_MAX_BLOCKS 512         /* rows up to 16,384 columns decode into the scratch (16 KiB + scales) */
-
 /* 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5 quants) */
 TA_INLINE __m256i ta_bit4(const uint8_t *qh) {
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ow_read_u32(qh)),
@@ -150,9 +148,8 @@ TA_INLINE void ta_dots_min(const ta_row *rows, int64_t nb, const uint8_t *x, siz
         for (int r = 0; r < NR; r++) y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]) + mins[r][v];
 }
 
-/* The activation scales as floats, converted once per tile call instead of once per row pair: per vector d (and
- * for Q8_1 then s), nb apart. The vectors go in groups whose scales fit TA_SCALE_FLOATS. */
-#define TA_SCALE_FLOATS 8192
+/* The activation scales as floats, converted once per group of vectors instead of once per row pair: per vector d
+ * (and for Q8_1 then s), nb apart. */
 TA_INLINE void ta_scales_min(const uint8_t *x, size_t x_stride, int64_t nb, int n_vec, float *xs) {
     for (int v = 0; v < n_vec; v++) {
         const ow_block_q8_1 *xb = (const ow_block_q8_1 *)(x + (size_t)v * x_stride);
@@ -166,38 +163,28 @@ TA_INLINE void ta_scales_min(const uint8_t *x, size_t x_stride, int64_t nb, int 
 #define TA_SCALES_PER_VECTOR_signed 1
 #define TA_SCALES_PER_VECTOR_min 2
 
-/* The tile entry of a type (an any_rows tile: nr is a whole matmul chunk): one vector or an over-long row goes to
- * the decode dot kernel, which streams any number of rows, vector by vector straight into y; otherwise, per group
- * of vectors, each of the nr rows is decoded once and dotted with every vector of the group. */
+/* The tile of a type: per group of vectors (ta_tile_frame), each of the nr rows is decoded once and dotted with
+ * every vector of the group; rows in pairs, so each activation load serves both. */
 #define TA_TILE(name, wtype, kind)                                                                           \
+    TA_INLINE void ta_group_##name(TA_GROUP_ARGS) {                                                          \
+        ta_row rows[2];                                                                                      \
+        int r = 0;                                                                                           \
+        for (; r + 2 <= nr; r += 2) {                                                                        \
+            ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                       \
+            ta_decode_##wtype(w + (size_t)(r + 1) * w_stride, nb, &rows[1]);                                 \
+            ta_pad_scales(rows[0].d, nb);                                                                    \
+            ta_pad_scales(rows[1].d, nb);                                                                    \
+            TA_ALL_VECTORS(TA_PAIR_CALL_##kind, nv);                                                         \
+        }                                                                                                    \
+        if (r < nr) {                                                                                        \
+            ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                       \
+            ta_pad_scales(rows[0].d, nb);                                                                    \
+            TA_ALL_VECTORS(TA_ROW_CALL_##kind, nv);                                                          \
+        }                                                                                                    \
+    }                                                                                                        \
     TA_TARGET void vec_dot_##name##_tile_avx2(OW_TILE_ARGS) {                                                \
-        const int64_t nb = n_cols / OW_QK;                                                                   \
-        if (n_vec < 2 || nb > TA_MAX_BLOCKS) {                                                               \
-            ta_by_decode_kernel(vec_dot_##name##_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride); \
-            return;                                                                                          \
-        }                                                                                                    \
-        float xs[TA_SCALE_FLOATS + 8];                                                                       \
-        const int group = (int)(TA_SCALE_FLOATS / (TA_SCALES_PER_VECTOR_##kind * nb));                       \
-        for (int v0 = 0; v0 < n_vec; v0 += group) {                                                          \
-            const int nv = n_vec - v0 < group ? n_vec - v0 : group;                                          \
-            const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;                                  \
-            float *yv = y + (int64_t)v0 * y_stride;                                                          \
-            ta_scales_##kind(xb, x_stride, nb, nv, xs);                                                      \
-            ta_row rows[2];                                                                                  \
-            int r = 0;                                                                                       \
-            for (; r + 2 <= nr; r += 2) {   /* rows in pairs: each activation load serves both */            \
-                ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                   \
-                ta_decode_##wtype(w + (size_t)(r + 1) * w_stride, nb, &rows[1]);                             \
-                ta_pad_scales(rows[0].d, nb);                                                                \
-                ta_pad_scales(rows[1].d, nb);                                                                \
-                TA_ALL_VECTORS(TA_PAIR_CALL_##kind, nv);                                                     \
-            }                                                                                                \
-            if (r < nr) {                                                                                    \
-                ta_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                   \
-                ta_pad_scales(rows[0].d, nb);                                                                \
-                TA_ALL_VECTORS(TA_ROW_CALL_##kind, nv);                                                      \
-            }                                                                                                \
-        }                                                                                                    \
+        ta_tile_frame(vec_dot_##name##_avx2, ta_scales_##kind, TA_SCALES_PER_VECTOR_##kind, ta_group_##name, \
+                      n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                             \
     }
 #define TA_CALL(kind, NR, NV)                                                                                \
     ta_dots_##kind(rows, nb, xb + (size_t)v * x_stride, x_stride, xs + (int64_t)v * TA_SCALES_PER_VECTOR_##kind * nb, \
@@ -294,33 +281,24 @@ TA_INLINE void tb_dots(const ta_brow *rows, int64_t nb, const uint8_t *x, size_t
         else if (nv - v == 1) TB_VEC_CALL(NR, 1);                                                            \
     } while (0)
 
-/* The tile entry (an any_rows tile, as TA_TILE): rows TB_ROWS at a time, the last 1-3 as they come */
+/* The tile of a type (as TA_TILE): per group of vectors, rows TB_ROWS at a time, the last 1-3 as they come */
 #define TB_TILE(name, wtype)                                                                                 \
-    TA_TARGET void vec_dot_##name##_tile_avx2(OW_TILE_ARGS) {                                                \
-        const int64_t nb = n_cols / OW_QK;                                                                   \
-        if (n_vec < 2 || nb > TA_MAX_BLOCKS) {                                                               \
-            ta_by_decode_kernel(vec_dot_##name##_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride); \
-            return;                                                                                          \
-        }                                                                                                    \
-        float xs[TA_SCALE_FLOATS + 8];                                                                       \
+    TA_INLINE void tb_group_##name(TA_GROUP_ARGS) {                                                          \
         ta_brow rows[TB_ROWS];                                                                               \
-        const int group = (int)(TA_SCALE_FLOATS / nb);                                                       \
-        for (int v0 = 0; v0 < n_vec; v0 += group) {                                                          \
-            const int nv = n_vec - v0 < group ? n_vec - v0 : group;                                          \
-            const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;                                  \
-            float *yv = y + (int64_t)v0 * y_stride;                                                          \
-            ta_scales_signed(xb, x_stride, nb, nv, xs);                                                      \
-            for (int r = 0; r < nr; r += TB_ROWS) {                                                          \
-                const int n = nr - r < TB_ROWS ? nr - r : TB_ROWS;                                           \
-                for (int i = 0; i < n; i++) tb_decode_##wtype(w + (size_t)(r + i) * w_stride, nb, &rows[i]); \
-                switch (n) {                                                                                 \
-                case 4: TB_ALL_VECTORS(4); break;                                                            \
-                case 3: TB_ALL_VECTORS(3); break;                                                            \
-                case 2: TB_ALL_VECTORS(2); break;                                                            \
-                default: TB_ALL_VECTORS(1); break;                                                           \
-                }                                                                                            \
+        for (int r = 0; r < nr; r += TB_ROWS) {                                                              \
+            const int n = nr - r < TB_ROWS ? nr - r : TB_ROWS;                                               \
+            for (int i = 0; i < n; i++) tb_decode_##wtype(w + (size_t)(r + i) * w_stride, nb, &rows[i]);     \
+            switch (n) {                                                                                     \
+            case 4: TB_ALL_VECTORS(4); break;                                                                \
+            case 3: TB_ALL_VECTORS(3); break;                                                                \
+            case 2: TB_ALL_VECTORS(2); break;                                                                \
+            default: TB_ALL_VECTORS(1); break;                                                               \
             }                                                                                                \
         }                                                                                                    \
+    }                                                                                                        \
+    TA_TARGET void vec_dot_##name##_tile_avx2(OW_TILE_ARGS) {                                                \
+        ta_tile_frame(vec_dot_##name##_avx2, ta_scales_signed, 1, tb_group_##name, n_cols, w, w_stride, nr, x, \
+                      x_stride, n_vec, y, y_stride);                                                         \
     }
 TB_TILE(q4_0_q8_0, q4_0)
 TB_TILE(q5_0_q8_0, q5_0)

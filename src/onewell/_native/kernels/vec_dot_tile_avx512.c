@@ -19,14 +19,12 @@
 
 #define TV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define TV_INLINE static inline __attribute__((always_inline)) TV_TARGET
-#define TV_MAX_BLOCKS 512   /* rows up to 16,384 columns decode into the scratch; longer ones use the decode kernel */
 #define TV_ROWS 4           /* rows per pass: 4 rows x 4 vectors of accumulators fit the 32 vector registers */
-#define TV_SCALE_FLOATS 8192
 
 /* A decoded row: 32 unsigned quant bytes per block and the block scales as floats (+ 8 zeros: read in groups). */
 typedef struct {
-    uint8_t q[TV_MAX_BLOCKS * OW_QK] __attribute__((aligned(32)));
-    float d[TV_MAX_BLOCKS + 8] __attribute__((aligned(32)));
+    uint8_t q[TA_MAX_BLOCKS * OW_QK] __attribute__((aligned(32)));
+    float d[TA_MAX_BLOCKS + 8] __attribute__((aligned(32)));
 } tv_row;
 
 TV_INLINE void tv_decode_q4_0(const uint8_t *w, int64_t nb, tv_row *row) {
@@ -95,35 +93,24 @@ TV_INLINE void tv_rows_all_vectors(const tv_row *rows, int64_t nb, const uint8_t
 }
 #undef TV_CALL
 
-/* The tile entry (any_rows: nr is a whole matmul chunk). One vector or an over-long row goes to the decode kernel;
- * otherwise, per group of vectors whose scales fit the buffer, rows are decoded TV_ROWS at a time and each group
- * of rows is dotted with every vector. */
+/* The tile of a type: per group of vectors (ta_tile_frame), rows are decoded TV_ROWS at a time and each group of
+ * rows is dotted with every vector. */
 #define TV_TILE(name, wtype, offset)                                                                          \
-    TV_TARGET void vec_dot_##name##_tile_avx512(OW_TILE_ARGS) {                                               \
-        const int64_t nb = n_cols / OW_QK;                                                                    \
-        if (n_vec < 2 || nb > TV_MAX_BLOCKS) {                                                                \
-            ta_by_decode_kernel(vec_dot_##name##_avx512_256, n_cols, w, w_stride, nr, x, x_stride, n_vec, y,  \
-                                y_stride);                                                                    \
-            return;                                                                                           \
-        }                                                                                                     \
-        float xs[TV_SCALE_FLOATS + 8];                                                                        \
+    TV_INLINE void tv_group_##name(TA_GROUP_ARGS) {                                                           \
         tv_row rows[TV_ROWS];                                                                                 \
-        const int group = (int)(TV_SCALE_FLOATS / nb);                                                        \
-        for (int v0 = 0; v0 < n_vec; v0 += group) {                                                           \
-            const int nv = n_vec - v0 < group ? n_vec - v0 : group;                                           \
-            const uint8_t *xb = (const uint8_t *)x + (size_t)v0 * x_stride;                                   \
-            float *yv = y + (int64_t)v0 * y_stride;                                                           \
-            ta_scales_signed(xb, x_stride, nb, nv, xs);                                                       \
-            int64_t r = 0;                                                                                    \
-            for (; r + TV_ROWS <= nr; r += TV_ROWS) {                                                         \
-                for (int i = 0; i < TV_ROWS; i++) tv_decode_##wtype(w + (size_t)(r + i) * w_stride, nb, &rows[i]); \
-                tv_rows_all_vectors(rows, nb, xb, x_stride, xs, offset, yv, y_stride, r, nv, TV_ROWS);        \
-            }                                                                                                 \
-            for (; r < nr; r++) {                                                                             \
-                tv_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                    \
-                tv_rows_all_vectors(rows, nb, xb, x_stride, xs, offset, yv, y_stride, r, nv, 1);              \
-            }                                                                                                 \
+        int64_t r = 0;                                                                                        \
+        for (; r + TV_ROWS <= nr; r += TV_ROWS) {                                                             \
+            for (int i = 0; i < TV_ROWS; i++) tv_decode_##wtype(w + (size_t)(r + i) * w_stride, nb, &rows[i]); \
+            tv_rows_all_vectors(rows, nb, xb, x_stride, xs, offset, yv, y_stride, r, nv, TV_ROWS);            \
         }                                                                                                     \
+        for (; r < nr; r++) {                                                                                 \
+            tv_decode_##wtype(w + (size_t)r * w_stride, nb, &rows[0]);                                        \
+            tv_rows_all_vectors(rows, nb, xb, x_stride, xs, offset, yv, y_stride, r, nv, 1);                  \
+        }                                                                                                     \
+    }                                                                                                         \
+    TV_TARGET void vec_dot_##name##_tile_avx512(OW_TILE_ARGS) {                                               \
+        ta_tile_frame(vec_dot_##name##_avx512_256, ta_scales_signed, 1, tv_group_##name, n_cols, w, w_stride, \
+                      nr, x, x_stride, n_vec, y, y_stride);                                                   \
     }
 
 TV_TILE(q4_0_q8_0, q4_0, 8)
