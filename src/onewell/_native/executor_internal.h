@@ -15,6 +15,7 @@
 #define OW_ACT_SLOTS 3   /* distinct activation types one input may need (Q, K, V of three weight types) */
 #define OW_ALIGN 64
 #define OW_DEFAULT_CHUNK_ROWS 128  /* measured: docs/perf-log.md, entry 6 */
+#define OW_CHUNK_ALIGN 16          /* a resized chunk (balanced_chunk) stays whole 64-byte lines of float outputs */
 #define OW_OUTPUT_CHUNKS 256  /* the vocab projection is cut in about this many chunks (fewer claims) */
 
 /* One input quantized for one matrix: row t (token t) at data + t*stride. */

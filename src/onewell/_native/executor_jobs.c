@@ -43,6 +43,23 @@ static void run_job(ow_executor *ex, int64_t n, int64_t chunk, ow_task_fn fn, vo
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+/* The claimed chunk, resized so the chunks split evenly among the threads. With few chunks the last one leaves a
+ * thread waiting for a whole chunk: Qwen2.5-0.5B's wo and down (896 rows) are 7 chunks of 128, 4 + 3 at 2
+ * threads, which is 5.6 % of a 2-thread prefill step idle (docs/perf-log.md, entry 21). Tries the nearest chunk
+ * counts that are multiples of the threads, more chunks first; `align` keeps chunks whole (R16 row groups, heads).
+ * Many chunks balance themselves, and a chunk never changes a row's result, only which thread computes it. */
+static int64_t balanced_chunk(const ow_executor *ex, int64_t n, int64_t chunk, int64_t align) {
+    const int64_t threads = ex->n_threads, count = (n + chunk - 1) / chunk;
+    if (threads < 2 || count < 2 || count % threads == 0 || count > 4 * threads) return chunk;
+    const int64_t tries[2] = {(count / threads + 1) * threads, count / threads * threads};
+    for (int i = 0; i < 2; i++) {
+        if (tries[i] < threads) continue;
+        const int64_t c = round_up((n + tries[i] - 1) / tries[i], align);
+        if (((n + c - 1) / c) % threads == 0) return c;
+    }
+    return chunk;
+}
+
 static inline void matmul(const ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, float *y,
                           int64_t y_stride, int64_t r0, int64_t r1) {
     ow_matmul_rows_path((ow_wtype)w->type, w->data, w->row_bytes, w->cols, in.data, in.stride, n, y, y_stride, r0, r1,
@@ -151,8 +168,8 @@ static void qkv_task(void *ctx, int64_t begin, int64_t end, int worker) {
 
 void ow_exec_qkv(ow_executor *ex, int layer, int n, const ow_act_view views[3]) {
     qkv_job j = {ex, &ex->layers[layer], layer, n, views};
-    int64_t chunk = ex->chunk_rows / ex->d.head_dim;
-    run_job(ex, ex->d.n_head + 2 * ex->d.n_head_kv, chunk < 1 ? 1 : chunk, qkv_task, &j, OW_PROF_QKV);
+    const int64_t units = ex->d.n_head + 2 * ex->d.n_head_kv, chunk = ex->chunk_rows / ex->d.head_dim;
+    run_job(ex, units, balanced_chunk(ex, units, chunk < 1 ? 1 : chunk, 1), qkv_task, &j, OW_PROF_QKV);
 }
 
 /* --- attention -------------------------------------------------------------------------------------------- */
@@ -235,7 +252,7 @@ static void post_norm_task(void *ctx, int64_t begin, int64_t end, int worker) {
 void ow_exec_matmul_residual(ow_executor *ex, const ow_matrix *w, ow_act_view in, int n, const float *post_norm,
                              ow_prof_cat cat) {
     residual_job j = {ex, w, in, n, post_norm, cat};
-    run_job(ex, w->rows, ex->chunk_rows, residual_task, &j, cat);
+    run_job(ex, w->rows, balanced_chunk(ex, w->rows, ex->chunk_rows, OW_CHUNK_ALIGN), residual_task, &j, cat);
     if (post_norm) run_job(ex, n, 1, post_norm_task, &j, OW_PROF_NORM_QUANT);
 }
 
@@ -266,7 +283,8 @@ static void gate_up_task(void *ctx, int64_t begin, int64_t end, int worker) {
 
 void ow_exec_gate_up(ow_executor *ex, const ow_matrix *gate, const ow_matrix *up, const ow_act_view views[2], int n) {
     gate_up_job j = {ex, gate, up, views, n};
-    run_job(ex, ex->d.n_ff, ex->chunk_rows, gate_up_task, &j, OW_PROF_GATE_UP);
+    run_job(ex, ex->d.n_ff, balanced_chunk(ex, ex->d.n_ff, ex->chunk_rows, OW_CHUNK_ALIGN), gate_up_task, &j,
+            OW_PROF_GATE_UP);
 }
 
 typedef struct {
