@@ -505,22 +505,48 @@ def aligned_steps(row: dict):
 
 
 @dataclasses.dataclass(frozen=True)
+class Bounds:
+    """On |a - b| log-prob over llama.cpp's top-10 ids: its mean; its max where llama.cpp's log-prob is at least
+    HEAD_LOGPROB (the ids that carry probability); its max over all ids."""
+    mean: float
+    head_max: float
+    max: float
+
+    def check(self, diffs: list[float], head: list[bool]) -> str:
+        d = np.asarray(diffs)
+        head_max = float(np.max(d[np.asarray(head)]))
+        assert np.mean(d) < self.mean and head_max < self.head_max and np.max(d) < self.max, \
+            (np.mean(d), head_max, np.max(d), self)
+        return f"mean {np.mean(d):.4f} max {np.max(d):.3f} (head {head_max:.3f})"
+
+
+@dataclasses.dataclass(frozen=True)
 class Case:
     fixture: str
     data: str
     reference_rows: int          # golden rows also run through the (slow) numpy reference
-    vs_reference: tuple[float, float]   # bound on mean, max |native - reference| log-prob over the top-10
-    vs_llama: tuple[float, float]       # bound on mean, max |native - llama.cpp|
+    vs_reference: Bounds         # on |native - reference|
+    vs_llama: Bounds             # on |native - llama.cpp|
 
+
+# Below e^-6 (0.25 %), in a confident step, a log-prob is a difference of logits ~10 nats apart and moves by up to
+# a nat with float order alone, so the largest differences of every path are there. SmolLM2's row 0, step 18
+# (top-1 at -0.001), id 93: llama.cpp -10.34; the numpy reference -9.39; generic -9.97, avx2 -10.09, avx512 -10.04
+# (Zen 4); neon -9.88, neon-dotprod -9.03 (qemu). Largest |x - llama.cpp| over SmolLM2's 1,670 entries: reference
+# 0.95, x86 0.87-1.02, neon 0.82, neon-dotprod 1.31; over the head: 0.72, 0.59-0.84, 0.51, 0.55. Qwen's generic
+# path is 0.63 from the reference at a -11.5 entry (row 0, step 26), 0.22 over the head; avx2 / avx512 0.32 / 0.34.
+HEAD_LOGPROB = -6.0
 
 CASES = {
-    # max vs the reference: SmolLM2 amplifies an 8-bit rounding that falls the other way into ~0.2 nats on average
+    # vs the reference: SmolLM2 amplifies an 8-bit rounding that falls the other way into ~0.2 nats on average
     # (test_repack_q4_1), so the largest of 300+ differences varies with the kernels' float order alone: avx2 and
     # avx512 without repack 0.595, generic 0.650, avx512 with the R16 copies 1.052 (f16 cache; 0.652 with f32),
-    # measured on Zen 4; the mean (0.100-0.119) is the tight check. The same 1.3 as against llama.cpp.
-    "smollm2-135m-q4_1": Case("smollm_path", "greedy_smollm2-135m-q4_1.jsonl", 2, (0.16, 1.3), (0.16, 1.3)),
+    # measured on Zen 4 (over the head: generic 0.45, avx2 0.60, avx512 0.54); the mean (0.100-0.119) is the tight
+    # check. Against llama.cpp: HEAD_LOGPROB's figures.
+    "smollm2-135m-q4_1": Case("smollm_path", "greedy_smollm2-135m-q4_1.jsonl", 2, Bounds(0.16, 0.8, 1.3),
+                              Bounds(0.16, 1.05, 1.6)),
     "qwen2.5-coder-0.5b-q4_k_m": Case("qwen_q4km_path", "greedy_qwen2.5-coder-0.5b-q4_k_m.jsonl", 1,
-                                      (0.09, 0.6), (0.085, 0.9)),
+                                      Bounds(0.09, 0.45, 0.8), Bounds(0.085, 0.6, 0.9)),
 }
 
 
@@ -545,23 +571,22 @@ def test_teacher_forced_logprobs_match_reference_and_llama_cpp(real):
     name, case, spec, rows = real
     native = NativeBackend(spec, n_ctx=512)
     reference = R.ReferenceBackend(spec, n_ctx=512)
-    vs_llama, ref_vs_llama, vs_ref = [], [], []
+    vs_llama, ref_vs_llama, vs_ref, head = [], [], [], []
     for i, row in enumerate(rows):
         lp = teacher_forced(native, row)
         lp_ref = teacher_forced(reference, row) if i < case.reference_rows else None
         for j, step in aligned_steps(row):
             vs_llama += [abs(lp[j, s["id"]] - s["logprob"]) for s in step]
+            head += [s["logprob"] >= HEAD_LOGPROB for s in step]
             if lp_ref is not None:
                 vs_ref += [abs(lp[j, s["id"]] - lp_ref[j, s["id"]]) for s in step]
                 ref_vs_llama += [abs(lp_ref[j, s["id"]] - s["logprob"]) for s in step]
     n_ref = len(vs_ref)
-    print(f"\n{name}: |native - llama.cpp| mean {np.mean(vs_llama):.4f} max {np.max(vs_llama):.3f} "
-          f"({len(vs_llama)} log-probs); on the {case.reference_rows} reference rows: |native - reference| mean "
-          f"{np.mean(vs_ref):.4f} max {np.max(vs_ref):.3f}, |native - llama.cpp| mean "
-          f"{np.mean(vs_llama[:n_ref]):.4f}, |reference - llama.cpp| mean {np.mean(ref_vs_llama):.4f}")
     assert len(vs_llama) > 500 and n_ref >= 300
-    assert np.mean(vs_ref) < case.vs_reference[0] and np.max(vs_ref) < case.vs_reference[1]
-    assert np.mean(vs_llama) < case.vs_llama[0] and np.max(vs_llama) < case.vs_llama[1]
+    print(f"\n{name}, {len(vs_llama)} log-probs: |native - llama.cpp| {case.vs_llama.check(vs_llama, head)}; on the "
+          f"{case.reference_rows} reference rows: |native - reference| {case.vs_reference.check(vs_ref, head[:n_ref])}"
+          f", |native - llama.cpp| mean {np.mean(vs_llama[:n_ref]):.4f}, |reference - llama.cpp| mean "
+          f"{np.mean(ref_vs_llama):.4f}")
 
 
 @pytest.mark.model
