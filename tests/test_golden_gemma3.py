@@ -11,7 +11,8 @@ llama.cpp's 8-bit activations and f16 KV cache move its logprobs more than for S
   native avx2           mean 0.142 / max 0.96  (p99 0.65)
   native generic        mean 0.145 / max 1.59  (p99 0.71; the max is the 8th-ranked token of one step);
                         its first two rows alone: mean 0.165 / max 1.59
-The errors sit on low-ranked tokens; on the top-1 token they are mean 0.03 / max 0.41. Bounds ~25% above the measurement;
+The errors sit on low-ranked tokens; on the top-1 token they are mean 0.03 / max 0.41. Bounds ~25% above the measurement,
+the max over llama.cpp's likely ids (the head) apart from the tail's (logprob_bounds.py, per path below BOUNDS);
 the generic path, slow on a 262k vocabulary, runs the first two rows only. Bugs land far above (native avx2,
 6 rows, clear-margin steps whose greedy choice disagrees of 163):
   no embedding scale: mean 9.6 / max 28, 160 disagree        SwiGLU for GeGLU: mean 2.0 / max 12.7, 24 disagree
@@ -23,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import _model, read_jsonl
-from test_golden_reference import Bound, aligned_steps, log_softmax
+from logprob_bounds import HEAD_LOGPROB, Bounds
+from test_golden_reference import aligned_steps, log_softmax
 
 from onewell.gguf import GGUFReader
 from onewell.models.registry import load_spec
@@ -37,13 +39,17 @@ pytestmark = pytest.mark.model
 ROWS = read_jsonl("greedy_gemma3-270m-q4_k_m.jsonl")
 CLEAR_MARGIN = 0.5
 N_CTX = 512
-# backend name -> (rows compared, bound)
-BOUNDS = {"reference": (len(ROWS), Bound(0.15, 1.05)), "avx2": (len(ROWS), Bound(0.18, 1.2)),
-          "avx2-vnni": (len(ROWS), Bound(0.18, 1.2)), "avx512": (len(ROWS), Bound(0.18, 1.2)),
-          # NEON: the same 8-bit activations and exact integer block dots as AVX2, only float summation order
-          # differs (so AVX2's bound; not yet run under qemu, docs/kernels.md)
-          "neon": (len(ROWS), Bound(0.18, 1.2)), "neon-dotprod": (len(ROWS), Bound(0.18, 1.2)),
-          "generic": (2, Bound(0.2, 2.0))}
+# backend name -> (rows compared, bounds: logprob_bounds.py). Largest |x - llama.cpp| over the 1,920 entries / over
+# the head (llama.cpp's log-prob >= -6), Zen 4 and qemu: reference 0.83 / 0.72; avx2 0.98 / 0.83; avx512 1.12 / 1.00;
+# neon 1.38 / 1.13; neon-dotprod 1.02 / 0.83; generic (2 rows) 0.91 / 0.57. NEON has AVX2's 8-bit activations and
+# exact integer block dots; only float summation order differs. Its largest ones are row 4's last step (30), 1.1-1.4
+# nats above every other path at ranks 2-5 (e.g. llama.cpp -7.33, reference -6.80, avx2 -7.04, avx512 -7.23,
+# neon-dotprod -6.92, neon -5.95): a trajectory 30 tokens long, as the paths' distance from the reference shows
+# (max 0.71 avx2, 1.11 avx512, 1.11 neon, 1.14 neon-dotprod; means 0.119-0.132).
+SIMD = Bounds(0.18, 1.4, 1.7)
+BOUNDS = {"reference": (len(ROWS), Bounds(0.15, 0.9, 1.05)), "avx2": (len(ROWS), SIMD),
+          "avx2-vnni": (len(ROWS), SIMD), "avx512": (len(ROWS), SIMD), "neon": (len(ROWS), SIMD),
+          "neon-dotprod": (len(ROWS), SIMD), "generic": (2, Bounds(0.2, 2.0, 2.0))}
 OPS_ISA = KERNEL_PATH_OPS_ISA
 
 
@@ -85,19 +91,16 @@ def forced(request, spec):
 
 
 def test_logprobs_match_llama_cpp(forced):
-    name, rows, logprobs, bound = forced
-    errors, top1 = [], []
+    name, rows, logprobs, bounds = forced
+    errors, head, top1 = [], [], []
     for row, lp in zip(rows, logprobs):
         for j, step in aligned_steps(row):
             errors += [abs(lp[j, s["id"]] - s["logprob"]) for s in step]
+            head += [s["logprob"] >= HEAD_LOGPROB for s in step]
             top1.append(abs(lp[j, step[0]["id"]] - step[0]["logprob"]))
-    errors = np.array(errors)
-    print(f"\ngemma3 {name}: {len(top1)} steps, |logprob error| over top-10: max {errors.max():.3f} mean "
-          f"{errors.mean():.4f} p99 {np.percentile(errors, 99):.3f}; top-1: max {max(top1):.3f} mean "
-          f"{np.mean(top1):.4f}")
     assert len(top1) == 32 * len(rows)
-    assert errors.mean() < bound.mean
-    assert errors.max() < bound.max
+    print(f"\ngemma3 {name}: {len(top1)} steps, |logprob error| over top-10: {bounds.check(errors, head)} p99 "
+          f"{np.percentile(errors, 99):.3f}; top-1: max {max(top1):.3f} mean {np.mean(top1):.4f}")
 
 
 def test_clear_greedy_choices_match_llama_cpp(forced):

@@ -27,6 +27,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import read_jsonl
+from logprob_bounds import HEAD_LOGPROB, Bounds
 
 from onewell._native import _core
 from onewell.errors import ContextOverflowError, UnsupportedError
@@ -505,22 +506,6 @@ def aligned_steps(row: dict):
 
 
 @dataclasses.dataclass(frozen=True)
-class Bounds:
-    """On |a - b| log-prob over llama.cpp's top-10 ids: its mean; its max where llama.cpp's log-prob is at least
-    HEAD_LOGPROB (the ids that carry probability); its max over all ids."""
-    mean: float
-    head_max: float
-    max: float
-
-    def check(self, diffs: list[float], head: list[bool]) -> str:
-        d = np.asarray(diffs)
-        head_max = float(np.max(d[np.asarray(head)]))
-        assert np.mean(d) < self.mean and head_max < self.head_max and np.max(d) < self.max, \
-            (np.mean(d), head_max, np.max(d), self)
-        return f"mean {np.mean(d):.4f} max {np.max(d):.3f} (head {head_max:.3f})"
-
-
-@dataclasses.dataclass(frozen=True)
 class Case:
     fixture: str
     data: str
@@ -529,20 +514,15 @@ class Case:
     vs_llama: Bounds             # on |native - llama.cpp|
 
 
-# Below e^-6 (0.25 %), in a confident step, a log-prob is a difference of logits ~10 nats apart and moves by up to
-# a nat with float order alone, so the largest differences of every path are there. SmolLM2's row 0, step 18
-# (top-1 at -0.001), id 93: llama.cpp -10.34; the numpy reference -9.39; generic -9.97, avx2 -10.09, avx512 -10.04
-# (Zen 4); neon -9.88, neon-dotprod -9.03 (qemu). Largest |x - llama.cpp| over SmolLM2's 1,670 entries: reference
-# 0.95, x86 0.87-1.02, neon 0.82, neon-dotprod 1.31; over the head: 0.72, 0.59-0.84, 0.51, 0.55. Qwen's generic
-# path is 0.63 from the reference at a -11.5 entry (row 0, step 26), 0.22 over the head; avx2 / avx512 0.32 / 0.34.
-HEAD_LOGPROB = -6.0
-
+# Largest |x - llama.cpp| over SmolLM2's 1,670 entries (logprob_bounds.py): reference 0.95, x86 0.87-1.02, neon
+# 0.82, neon-dotprod 1.31 (qemu); over the head: 0.72, 0.59-0.84, 0.51, 0.55. Qwen's generic path is 0.63 from the
+# reference at a -11.5 entry (row 0, step 26), 0.22 over the head; avx2 / avx512 0.32 / 0.34; neon-dotprod 0.27.
 CASES = {
     # vs the reference: SmolLM2 amplifies an 8-bit rounding that falls the other way into ~0.2 nats on average
     # (test_repack_q4_1), so the largest of 300+ differences varies with the kernels' float order alone: avx2 and
     # avx512 without repack 0.595, generic 0.650, avx512 with the R16 copies 1.052 (f16 cache; 0.652 with f32),
     # measured on Zen 4 (over the head: generic 0.45, avx2 0.60, avx512 0.54); the mean (0.100-0.119) is the tight
-    # check. Against llama.cpp: HEAD_LOGPROB's figures.
+    # check. Against llama.cpp: the figures above.
     "smollm2-135m-q4_1": Case("smollm_path", "greedy_smollm2-135m-q4_1.jsonl", 2, Bounds(0.16, 0.8, 1.3),
                               Bounds(0.16, 1.05, 1.6)),
     "qwen2.5-coder-0.5b-q4_k_m": Case("qwen_q4km_path", "greedy_qwen2.5-coder-0.5b-q4_k_m.jsonl", 1,
