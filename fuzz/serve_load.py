@@ -14,7 +14,6 @@ Used by tests/test_serve_load.py (small) and fuzz/load_test.py (big).
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys

@@ -177,8 +177,8 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
     T256 static void name(float *out, const float *q, const type *k, const type *v, int64_t stride,            \
                           int64_t n_ctx, int64_t hd, float scale, float cap, float *scores) {                  \
         int64_t t = 0;                                                                                         \
-        for (; t + 4 <= n_ctx; t += 4) ATTEND_SCORE(LOAD, 4);                                            \
-        for (; t < n_ctx; t++) ATTEND_SCORE(LOAD, 1);                                                    \
+        for (; t + 4 <= n_ctx; t += 4) ATTEND_SCORE(LOAD, 4);                                                  \
+        for (; t < n_ctx; t++) ATTEND_SCORE(LOAD, 1);                                                          \
         if (cap > 0) ow_softcap_avx2(scores, scores, n_ctx, cap);                                              \
         const __m256 inv = _mm256_set1_ps(weigh(scores, n_ctx));                                               \
         for (int64_t d0 = 0; d0 < hd; d0 += 64) {                                                              \
