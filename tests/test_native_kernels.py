@@ -388,12 +388,13 @@ def test_real_smollm_tensors(smollm_path):
 @pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1], ids=lambda t: t.name)
 def test_whole_chunk_decode_calls_and_row_tiles_agree(wt):
     """The AVX2 tiles of the 32-element types take a whole matmul chunk in one call (any_rows) and their decode
-    kernels stream every row of it; with the r16_row_stream knob off they run 4-row tiles, which compute Q5_0's
-    fifth bit another way (added to the nibbles, not folded into the offset seed). Both give the same integers,
-    so the same floats, bit for bit, for row counts that are and are not multiples of 4, and match the exact
-    twin."""
+    kernels stream every row of it (Q8_0 and Q4_0 two rows at a time, from the chunk's two halves, and an odd
+    row alone); with the r16_row_stream knob off they run 4-row tiles, which compute Q5_0's fifth bit another
+    way (added to the nibbles, not folded into the offset seed). All give the same integers, so the same floats,
+    bit for bit, for row counts that are and are not multiples of 4 or 2 (1-3 rows: no pair, one, one and a
+    lone row), and match the exact twin."""
     rng = np.random.default_rng(23 + int(wt))
-    for rows, cols in [(37, 96), (300, 64), (8, 32 * 41)]:
+    for rows, cols in [(1, 64), (2, 64), (3, 96), (37, 96), (300, 64), (8, 32 * 41)]:
         raw = random_weight(rng, wt, rows, cols)
         x = rng.standard_normal((1, cols)).astype(np.float32)
         exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
