@@ -241,6 +241,24 @@ def test_batched_matmul_equals_one_vector_at_a_time(wt, path):
                                           err_msg=f"{wt.name} {rows}x{cols} vector {v} of {n_vec} on {path}")
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("wt", FLOAT_TYPES, ids=lambda t: t.name)
+def test_float_batched_matmul_equals_one_vector_at_a_time_with_tails(wt, path):
+    """The float types take any width: the AVX2 F16 dot sums four 8-column phases of each 32 columns, then
+    8-column steps, then single columns, and its prefill tile must follow that order exactly. Widths below 32,
+    with 8-column steps and with single-column tails, for 1-7 vectors."""
+    rng = np.random.default_rng(29 + int(wt))
+    for rows, cols, n_vec in [(5, 45, 4), (4, 77, 3), (3, 8, 5), (6, 1011, 7), (2, 5, 2), (4, 32 * 9 + 24, 3)]:
+        raw = random_weight(rng, wt, rows, cols)
+        x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+        batched = nk.matmul(raw, wt, rows, cols, x, path)
+        for v in range(n_vec):
+            np.testing.assert_array_equal(batched[v], nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0],
+                                          err_msg=f"{wt.name} {rows}x{cols} vector {v} of {n_vec} on {path}")
+        exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
+        check_within(batched, exact, EXACT_RTOL * magnitude, f"{wt.name} {rows}x{cols} on {path}")
+
+
 @pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1], ids=lambda t: t.name)
 def test_rows_longer_than_the_scale_buffer(wt):
     """The AVX2 decode kernels convert the activation scales once per call for rows up to 2,048 blocks and per

@@ -1,9 +1,9 @@
 /* F16 weights x F16 activations for several activation vectors per weight load (AVX2): prefill and encoder
- * steps. The single-vector dot (vec_dot_x86_256.inc, tile_f16) is one FMA chain per row, latency-bound at ~1
- * FMA per 4-5 cycles; here 4 rows x 3 vectors run 12 independent chains and each loaded weight chunk (and its
- * fp16 -> f32 conversion) serves 3 vectors. Every (row, vector) result is computed with exactly the dot's
- * operations in the dot's order (one accumulator, fma(w, x, acc) per 8 columns, the same horizontal sum, the
- * same scalar tail), so the result is bit-identical to vec_dot_f16_f16_avx2: batched = one token at a time.
+ * steps. Here 4 rows x 3 vectors run 12 independent chains and each loaded weight chunk (and its fp16 -> f32
+ * conversion) serves 3 vectors. Every (row, vector) result is computed with exactly the dot's operations in the
+ * dot's order (vec_dot_x86_256.inc, tile_f16: four phase chains, their sum, the last 8-column steps, the same
+ * horizontal sum and scalar tail), so the result is bit-identical to vec_dot_f16_f16_avx2: batched = one token
+ * at a time.
  * One vector: the dot itself (it prefetches ahead for the decode stream). */
 #include "vec_dot.h"
 
@@ -26,14 +26,35 @@ static inline uint16_t read_u16(const uint8_t *p) {
     return v;
 }
 
-/* R rows (1..4) x V vectors (1..TILE_V): y[v * y_stride + r]. R and V are constants at each call site. */
+/* R rows (1..4) x V vectors (1..TILE_V): y[v * y_stride + r]. R and V are constants at each call site.
+ * The dot's order: four chains per (row, vector), one per 8-column phase of every 32 columns, summed
+ * (0 + 1) + (2 + 3), then the last columns 8 and 1 at a time. 4 x 3 x 4 chains do not fit the 16 registers, so
+ * the phases are four passes over the rows (from L1: 4 rows of 4,864 columns are 39 KiB), each with the 12
+ * chains of one phase, parked in `phase` until the four are summed. */
 OW_TGT static inline __attribute__((always_inline)) void block(int64_t n, const uint8_t *w, size_t stride, const int R,
                                                                const uint16_t *x, size_t x_stride, const int V,
                                                                float *y, int64_t y_stride) {
-    __m256 acc[4][TILE_V];
+    const int64_t n32 = n & ~(int64_t)31;
+    __m256 phase[4][4][TILE_V], acc[4][TILE_V];
+    for (int k = 0; k < 4; k++) {
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < V; v++) acc[r][v] = _mm256_setzero_ps();
+        for (int64_t i = 8 * k; i < n32; i += 32) {
+            __m256 a[TILE_V];
+            for (int v = 0; v < V; v++) a[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + v * x_stride + i)));
+            for (int r = 0; r < R; r++) {
+                const __m256 wr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)r * stride + 2 * i)));
+                for (int v = 0; v < V; v++) acc[r][v] = _mm256_fmadd_ps(wr, a[v], acc[r][v]);
+            }
+        }
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < V; v++) phase[k][r][v] = acc[r][v];
+    }
     for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = _mm256_setzero_ps();
-    int64_t i = 0;
+        for (int v = 0; v < V; v++)
+            acc[r][v] = _mm256_add_ps(_mm256_add_ps(phase[0][r][v], phase[1][r][v]),
+                                      _mm256_add_ps(phase[2][r][v], phase[3][r][v]));
+    int64_t i = n32;
     for (; i + 8 <= n; i += 8) {
         __m256 a[TILE_V];
         for (int v = 0; v < V; v++) a[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + v * x_stride + i)));

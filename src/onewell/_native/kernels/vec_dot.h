@@ -79,7 +79,7 @@ void vec_dot_q5_K_q8_K_tile_avx512(OW_TILE_ARGS);
 void vec_dot_q6_K_q8_K_tile_avx512(OW_TILE_ARGS);
 
 /* kernels that use the full 512-bit registers; other types run their _avx512_256 twin on this path */
-#define OW_FOR_EACH_DOT_512(X) X(f32_f32) X(f16_f16) X(q8_0_q8_0) X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
+#define OW_FOR_EACH_DOT_512(X) X(f32_f32) X(q8_0_q8_0) X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
 #define OW_DECLARE_AVX512(name) OW_DECLARE_DOT(name, avx512)
 OW_FOR_EACH_DOT_512(OW_DECLARE_AVX512)
 

@@ -352,29 +352,6 @@ OW_INLINE void tile_f32(int64_t n, const uint8_t *w, size_t stride, const void *
     for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
-OW_INLINE void tile_f16(int64_t n, const uint8_t *w, size_t stride, const void *vx, float *s, const int R) {
-    const uint16_t *x = vx;
-    __m512 acc[OW_ROW_TILE];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
-        for (int r = 0; r < R; r++) {
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(w + (size_t)r * stride + 2 * i));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), a, acc[r]);
-        }
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        const __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
-        for (int r = 0; r < R; r++) {
-            const __m256i h = _mm256_maskz_loadu_epi16(m, w + (size_t)r * stride + 2 * i);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(h), a, acc[r]);
-        }
-    }
-    for (int r = 0; r < R; r++) s[r] = _mm512_reduce_add_ps(acc[r]);
-}
-
 /* --- public entries ------------------------------------------------------------------------------------------ */
 
 #define OW_AVX512_ENTRY(name, tile, per_block)                                                     \
@@ -397,7 +374,6 @@ OW_AVX512_STREAM_ENTRY(q4_K_q8_K, tile_q4_K, OW_QK_K)
 OW_AVX512_STREAM_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
 OW_AVX512_STREAM_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
 OW_AVX512_ENTRY(f32_f32, tile_f32, 1)
-OW_AVX512_ENTRY(f16_f16, tile_f16, 1)
 
 /* --- K-quant prefill tiles: each block of a row unpacked once for KT_VECS vectors ------------------------------
  * Without them a prefill matmul ran the decode kernel above once per vector, unpacking every block (nibbles, the
