@@ -403,6 +403,27 @@ def test_real_smollm_tensors(smollm_path):
     check_real_samples(sample_rows(smollm_path), {T.Q8_0, T.Q4_1})
 
 
+@pytest.mark.parametrize("wt", [T.F32, T.F16, T.BF16, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.Q4_K, T.Q6_K],
+                         ids=lambda t: t.name)
+def test_streamed_rows_and_row_tiles_agree(wt):
+    """Types without a whole-chunk tile get 4 rows per decode call; the decode entries stream them one at a time
+    (4 adjacent rows read in lockstep halve the read speed on Zen 4: docs/perf-log.md, entry 22), and the
+    r16_row_stream knob off brings the 4-row tiles back. Each row's arithmetic is the same either way."""
+    rng = np.random.default_rng(31 + int(wt))
+    block = max(BLOCK_LAYOUTS[wt].block_size, 32)
+    for rows, cols in [(4, block * 3), (9, block * 2), (5, block + (5 if wt in FLOAT_TYPES else 0))]:
+        raw = random_weight(rng, wt, rows, cols)
+        x = rng.standard_normal((1, cols)).astype(np.float32)
+        for path in PATHS:
+            streamed = nk.matmul(raw, wt, rows, cols, x, path)
+            before = _core.r16_row_stream(0)
+            try:
+                tiled = nk.matmul(raw, wt, rows, cols, x, path)
+            finally:
+                _core.r16_row_stream(before)
+            np.testing.assert_array_equal(streamed, tiled, err_msg=f"{wt.name} {rows}x{cols} on {path}")
+
+
 @pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1], ids=lambda t: t.name)
 def test_whole_chunk_decode_calls_and_row_tiles_agree(wt):
     """The AVX2 tiles of the 32-element types take a whole matmul chunk in one call (any_rows) and their decode

@@ -357,7 +357,7 @@ OW_INLINE void tile_f32(int64_t n, const uint8_t *w, size_t stride, const void *
 #define OW_AVX512_ENTRY(name, tile, per_block)                                                     \
     OW_TARGET void vec_dot_##name##_avx512(OW_DOT_ARGS) {                                          \
         const int64_t nb = n_cols / (per_block);                                                   \
-        if (nr == OW_ROW_TILE) { tile(nb, w, w_stride, x, s, OW_ROW_TILE); return; }               \
+        if (nr == OW_ROW_TILE && !ow_r16_row_stream()) { tile(nb, w, w_stride, x, s, OW_ROW_TILE); return; } \
         for (int r = 0; r < nr; r++) tile(nb, w + (size_t)r * w_stride, w_stride, x, s + r, 1);    \
     }
 
