@@ -73,3 +73,21 @@ def test_chunk_size_does_not_change_the_result(smollm_spec):
     last = [log_softmax(NativeBackend(smollm_spec, n_ctx=256, max_batch=mb).forward(ids, copy=True))
             for mb in (7, 64, 150)]
     assert max(float(np.abs(a - last[0]).max()) for a in last[1:]) < TOLERANCE_NATS
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("n", (1, 33, MAX_BATCH + 1))
+def test_last_layer_finishes_only_the_output_rows(smollm_spec, n):
+    """Without all_logits the last layer's output projection and FFN run only for the rows the output reads
+    (the last token; none in a chunk that only fills the cache), as llama.cpp does. Those rows' arithmetic does
+    not depend on the batch, so the last logits and the greedy token are the very floats of the all-logits run,
+    and the KV cache is the same: the next token decodes to the same logits."""
+    ids = prompt(n, smollm_spec.config.n_vocab)
+    every, last, greedy = (NativeBackend(smollm_spec, n_ctx=256, threads=2, max_batch=MAX_BATCH) for _ in range(3))
+    all_rows = every.forward(ids, all_logits=True)
+    np.testing.assert_array_equal(last.forward(ids, copy=True), all_rows[-1])
+    assert greedy.forward_argmax(ids) == int(np.argmax(all_rows[-1]))
+    nxt = [int(np.argmax(all_rows[-1]))]
+    after = [b.forward(nxt, copy=True) for b in (every, last, greedy)]
+    np.testing.assert_array_equal(after[1], after[0])
+    np.testing.assert_array_equal(after[2], after[0])

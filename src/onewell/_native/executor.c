@@ -278,21 +278,22 @@ static void rope_table_for(ow_executor *ex, const ow_layer_desc *L, int l, int n
     charge(ex, OW_PROF_ROPE_KV, t0);
 }
 
-static void layer_step(ow_executor *ex, int l, int n) {
+/* A layer's attention half: the normed input, Q/K/V (the new K/V rows go to the cache), attention into ex->attn */
+static void layer_attention(ow_executor *ex, int l, int n) {
     const ow_layer_desc *L = &ex->layers[l];
     const int64_t ne = ex->d.n_embd;
     ow_act_view v[3];
-    rope_table_for(ex, L, l, n);
-    if (L->attn_out_norm) {   /* post-norm (BERT) layer: executor_encoder.c */
-        ow_exec_encoder_layer(ex, l, n);
-        return;
-    }
-
     const ow_matrix *qkv[3] = {&L->wq, &L->wk, &L->wv};
     ow_exec_prepare_input(ex, ex->x, ne, n, ne, L->attn_norm, qkv, 3, v);
     ow_exec_qkv(ex, l, n, v);
     ow_exec_attention(ex, l, n);
+}
 
+/* ... and the rest, row by row: the output projection into the residual, then the FFN */
+static void layer_ffn(ow_executor *ex, int l, int n) {
+    const ow_layer_desc *L = &ex->layers[l];
+    const int64_t ne = ex->d.n_embd;
+    ow_act_view v[2];
     const ow_matrix *wo[1] = {&L->wo};
     ow_exec_prepare_input(ex, ex->attn, ex->n_q, n, ex->n_q, NULL, wo, 1, v);
     ow_exec_matmul_residual(ex, &L->wo, v[0], n, L->attn_post_norm, OW_PROF_WO);
@@ -304,6 +305,38 @@ static void layer_step(ow_executor *ex, int l, int n) {
     const ow_matrix *down[1] = {&L->w_down};
     ow_exec_prepare_input(ex, ex->ffn, ex->d.n_ff, n, ex->d.n_ff, NULL, down, 1, v);
     ow_exec_matmul_residual(ex, &L->w_down, v[0], n, L->ffn_post_norm, OW_PROF_DOWN);
+}
+
+static void layer_step(ow_executor *ex, int l, int n) {
+    rope_table_for(ex, &ex->layers[l], l, n);
+    if (ex->layers[l].attn_out_norm) {   /* post-norm (BERT) layer: executor_encoder.c */
+        ow_exec_encoder_layer(ex, l, n);
+        return;
+    }
+    layer_attention(ex, l, n);
+    layer_ffn(ex, l, n);
+}
+
+/* The rows the step's output reads: every token's (OW_LOGITS_ALL), the last token's of each sequence
+ * (OW_LOGITS_LAST), the batch's last (OW_LOGITS_ARGMAX) or none. After the last layer's attention nothing else
+ * reads the other rows (their K/V are cached), so their residual and attention rows are dropped and the rest of
+ * that layer runs on the kept ones, moved to the front in batch order: as llama.cpp does, and 1/n_layer of a
+ * prompt's FFN work saved. Every row's arithmetic does not depend on the batch (tiles = decode kernels), so the
+ * logits are the same floats. Returns the kept count. */
+static int keep_output_rows(ow_executor *ex, int n, int mode) {
+    if (mode == OW_LOGITS_ALL) return n;
+    const int64_t ne = ex->d.n_embd, nq = ex->n_q;
+    int rows = 0;
+    for (int t = 0; t < n; t++) {
+        const int keep = mode == OW_LOGITS_LAST ? is_last_of_seq(ex->seq, n, t) : mode == OW_LOGITS_ARGMAX && t == n - 1;
+        if (!keep) continue;
+        if (rows != t) {
+            memmove(ex->x + (int64_t)rows * ne, ex->x + (int64_t)t * ne, (size_t)ne * sizeof(float));
+            memmove(ex->attn + (int64_t)rows * nq, ex->attn + (int64_t)t * nq, (size_t)nq * sizeof(float));
+        }
+        rows++;
+    }
+    return rows;
 }
 
 /* Logits of the n_rows residual rows at x (stride n_embd) into y, or (y NULL) the argmax of the single row. */
@@ -320,16 +353,10 @@ static int64_t output_rows(ow_executor *ex, const float *x, int n_rows, float *y
     return best;
 }
 
+/* The step's output from the rows keep_output_rows left at the front of ex->x (n of them) */
 static int64_t output_step(ow_executor *ex, int n, float *logits, int mode) {
-    const int64_t ne = ex->d.n_embd;
-    if (mode == OW_LOGITS_ALL) return output_rows(ex, ex->x, n, logits);
-    if (mode == OW_LOGITS_ARGMAX) return output_rows(ex, ex->x + (int64_t)(n - 1) * ne, 1, NULL);
-    /* OW_LOGITS_LAST: the last token of each sequence, gathered into proj (free after the last layer) */
-    int rows = 0;
-    for (int t = 0; t < n; t++)
-        if (is_last_of_seq(ex->seq, n, t))
-            memcpy(ex->proj + (int64_t)rows++ * ne, ex->x + (int64_t)t * ne, (size_t)ne * sizeof(float));
-    return output_rows(ex, ex->proj, rows, logits);
+    if (mode == OW_LOGITS_ARGMAX) return output_rows(ex, ex->x + (int64_t)(n - 1) * ex->d.n_embd, 1, NULL);
+    return output_rows(ex, ex->x, n, logits);
 }
 
 /* The step once ex->pos and ex->seq hold every token's place; the caller holds ex->busy. */
@@ -338,9 +365,20 @@ static int64_t run_step(ow_executor *ex, const int32_t *tokens, int n, float *lo
     embed(ex, tokens, n);
     charge(ex, OW_PROF_EMBED, t0);
 
-    for (int l = 0; l < (int)ex->d.n_layer; l++) layer_step(ex, l, n);
+    const int last = (int)ex->d.n_layer - 1;
+    for (int l = 0; l < last; l++) layer_step(ex, l, n);
+    int rows = n;
+    if (ex->layers[last].attn_out_norm) {   /* (encoders run ow_executor_encode; kept whole for safety) */
+        layer_step(ex, last, n);
+        rows = keep_output_rows(ex, n, mode);
+    } else {
+        rope_table_for(ex, &ex->layers[last], last, n);
+        layer_attention(ex, last, n);
+        rows = keep_output_rows(ex, n, mode);
+        if (rows > 0) layer_ffn(ex, last, rows);
+    }
 
-    const int64_t result = mode == OW_LOGITS_NONE ? OW_EXEC_OK : output_step(ex, n, logits, mode);
+    const int64_t result = mode == OW_LOGITS_NONE ? OW_EXEC_OK : output_step(ex, rows, logits, mode);
     if (ex->profile) {
         ex->prof.calls++;
         ex->prof.tokens += n;
