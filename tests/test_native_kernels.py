@@ -403,6 +403,17 @@ def test_real_smollm_tensors(smollm_path):
     check_real_samples(sample_rows(smollm_path), {T.Q8_0, T.Q4_1})
 
 
+def streamed_and_tiled(raw, wt, rows, cols, x, path):
+    """The single-vector matmul as decode runs it (rows streamed) and with the r16_row_stream knob off (4-row
+    tiles)."""
+    streamed = nk.matmul(raw, wt, rows, cols, x, path)
+    before = _core.r16_row_stream(0)
+    try:
+        return streamed, nk.matmul(raw, wt, rows, cols, x, path)
+    finally:
+        _core.r16_row_stream(before)
+
+
 @pytest.mark.parametrize("wt", [T.F32, T.F16, T.BF16, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.Q4_K, T.Q6_K],
                          ids=lambda t: t.name)
 def test_streamed_rows_and_row_tiles_agree(wt):
@@ -415,12 +426,7 @@ def test_streamed_rows_and_row_tiles_agree(wt):
         raw = random_weight(rng, wt, rows, cols)
         x = rng.standard_normal((1, cols)).astype(np.float32)
         for path in PATHS:
-            streamed = nk.matmul(raw, wt, rows, cols, x, path)
-            before = _core.r16_row_stream(0)
-            try:
-                tiled = nk.matmul(raw, wt, rows, cols, x, path)
-            finally:
-                _core.r16_row_stream(before)
+            streamed, tiled = streamed_and_tiled(raw, wt, rows, cols, x, path)
             np.testing.assert_array_equal(streamed, tiled, err_msg=f"{wt.name} {rows}x{cols} on {path}")
 
 
@@ -438,11 +444,6 @@ def test_whole_chunk_decode_calls_and_row_tiles_agree(wt):
         x = rng.standard_normal((1, cols)).astype(np.float32)
         exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
         for path in PATHS:
-            streamed = nk.matmul(raw, wt, rows, cols, x, path)
-            before = _core.r16_row_stream(0)
-            try:
-                tiled = nk.matmul(raw, wt, rows, cols, x, path)
-            finally:
-                _core.r16_row_stream(before)
+            streamed, tiled = streamed_and_tiled(raw, wt, rows, cols, x, path)
             np.testing.assert_array_equal(streamed, tiled, err_msg=f"{wt.name} {rows}x{cols} on {path}")
             check_within(streamed, exact, EXACT_RTOL * magnitude, f"{wt.name} {rows}x{cols} on {path}")

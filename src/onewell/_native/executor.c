@@ -353,10 +353,9 @@ static int64_t output_rows(ow_executor *ex, const float *x, int n_rows, float *y
     return best;
 }
 
-/* The step's output from the rows keep_output_rows left at the front of ex->x (n of them) */
+/* The step's output from the rows keep_output_rows left at the front of ex->x (n of them; one for ARGMAX) */
 static int64_t output_step(ow_executor *ex, int n, float *logits, int mode) {
-    if (mode == OW_LOGITS_ARGMAX) return output_rows(ex, ex->x + (int64_t)(n - 1) * ex->d.n_embd, 1, NULL);
-    return output_rows(ex, ex->x, n, logits);
+    return output_rows(ex, ex->x, n, mode == OW_LOGITS_ARGMAX ? NULL : logits);
 }
 
 /* The step once ex->pos and ex->seq hold every token's place; the caller holds ex->busy. */
@@ -367,16 +366,17 @@ static int64_t run_step(ow_executor *ex, const int32_t *tokens, int n, float *lo
 
     const int last = (int)ex->d.n_layer - 1;
     for (int l = 0; l < last; l++) layer_step(ex, l, n);
-    int rows = n;
-    if (ex->layers[last].attn_out_norm) {   /* (encoders run ow_executor_encode; kept whole for safety) */
+    /* the last layer: attention for every row, the rest for the rows the output reads (a post-norm encoder
+     * layer, which ow_executor_encode runs, stays whole) */
+    const int post_norm = ex->layers[last].attn_out_norm != NULL;
+    if (post_norm) {
         layer_step(ex, last, n);
-        rows = keep_output_rows(ex, n, mode);
     } else {
         rope_table_for(ex, &ex->layers[last], last, n);
         layer_attention(ex, last, n);
-        rows = keep_output_rows(ex, n, mode);
-        if (rows > 0) layer_ffn(ex, last, rows);
     }
+    const int rows = keep_output_rows(ex, n, mode);
+    if (!post_norm && rows > 0) layer_ffn(ex, last, rows);
 
     const int64_t result = mode == OW_LOGITS_NONE ? OW_EXEC_OK : output_step(ex, rows, logits, mode);
     if (ex->profile) {

@@ -26,6 +26,18 @@ static inline uint16_t read_u16(const uint8_t *p) {
     return v;
 }
 
+/* Columns i..i+7 of R rows x V vectors into acc[r][v]: each weight chunk converted once for the V vectors */
+OW_TGT static inline __attribute__((always_inline)) void columns8(int64_t i, const uint8_t *w, size_t stride, const int R,
+                                                                  const uint16_t *x, size_t x_stride, const int V,
+                                                                  __m256 acc[4][TILE_V]) {
+    __m256 a[TILE_V];
+    for (int v = 0; v < V; v++) a[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + v * x_stride + i)));
+    for (int r = 0; r < R; r++) {
+        const __m256 wr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)r * stride + 2 * i)));
+        for (int v = 0; v < V; v++) acc[r][v] = _mm256_fmadd_ps(wr, a[v], acc[r][v]);
+    }
+}
+
 /* R rows (1..4) x V vectors (1..TILE_V): y[v * y_stride + r]. R and V are constants at each call site.
  * The dot's order: four chains per (row, vector), one per 8-column phase of every 32 columns, summed
  * (0 + 1) + (2 + 3), then the last columns 8 and 1 at a time. 4 x 3 x 4 chains do not fit the 16 registers, so
@@ -39,14 +51,7 @@ OW_TGT static inline __attribute__((always_inline)) void block(int64_t n, const 
     for (int k = 0; k < 4; k++) {
         for (int r = 0; r < R; r++)
             for (int v = 0; v < V; v++) acc[r][v] = _mm256_setzero_ps();
-        for (int64_t i = 8 * k; i < n32; i += 32) {
-            __m256 a[TILE_V];
-            for (int v = 0; v < V; v++) a[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + v * x_stride + i)));
-            for (int r = 0; r < R; r++) {
-                const __m256 wr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)r * stride + 2 * i)));
-                for (int v = 0; v < V; v++) acc[r][v] = _mm256_fmadd_ps(wr, a[v], acc[r][v]);
-            }
-        }
+        for (int64_t i = 8 * k; i < n32; i += 32) columns8(i, w, stride, R, x, x_stride, V, acc);
         for (int r = 0; r < R; r++)
             for (int v = 0; v < V; v++) phase[k][r][v] = acc[r][v];
     }
@@ -55,14 +60,7 @@ OW_TGT static inline __attribute__((always_inline)) void block(int64_t n, const 
             acc[r][v] = _mm256_add_ps(_mm256_add_ps(phase[0][r][v], phase[1][r][v]),
                                       _mm256_add_ps(phase[2][r][v], phase[3][r][v]));
     int64_t i = n32;
-    for (; i + 8 <= n; i += 8) {
-        __m256 a[TILE_V];
-        for (int v = 0; v < V; v++) a[v] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + v * x_stride + i)));
-        for (int r = 0; r < R; r++) {
-            const __m256 wr = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + (size_t)r * stride + 2 * i)));
-            for (int v = 0; v < V; v++) acc[r][v] = _mm256_fmadd_ps(wr, a[v], acc[r][v]);
-        }
-    }
+    for (; i + 8 <= n; i += 8) columns8(i, w, stride, R, x, x_stride, V, acc);
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) {
             const uint16_t *xv = x + v * x_stride;
