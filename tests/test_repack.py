@@ -168,6 +168,25 @@ def test_a_vector_gets_the_same_result_whatever_shares_the_call(path):
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_decode_of_a_chunk_equals_each_row_alone(path):
+    """AVX-512 decode takes a whole chunk per call and reads rows r and r + nr/2 together (two streams), an odd
+    row last and alone; each row's floats must be those of the row decoded by itself."""
+    rng = np.random.default_rng(41)
+    cols = 544   # a full group of 16 blocks and a partial one of 1
+    for rows in (1, 2, 5, 8, 13):
+        raw = random_weight(rng, T.Q8_0, rows, cols)
+        packed = NR.repack(raw, T.Q8_0, rows, cols)
+        x = rng.standard_normal(cols).astype(np.float32)
+        together = NR.matmul(packed, rows, cols, x, isa=path)
+        xq = NR.quantize_act(x[None], isa=path)
+        stride = packed.size // rows
+        for r in range(rows):
+            y = np.full(rows, np.nan, dtype=np.float32)
+            _core.matmul(R.Q8_0_R16, packed.reshape(-1), stride, cols, xq, xq.shape[1], 1, y, rows, r, r + 1, path)
+            assert y[r] == together[r], f"row {r} of {rows} on {path}"
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_row_ranges_and_strides_of_the_raw_call(path):
     """_core.matmul over rows [r0, r1) writes exactly those outputs, at any y_stride, and accepts any row pitch
     of at least quants + scales (the kernel does not need the 64-byte padding)."""

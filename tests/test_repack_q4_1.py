@@ -136,6 +136,25 @@ def test_a_vector_gets_the_same_result_whatever_shares_the_call(path):
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_decode_of_a_chunk_equals_each_row_alone(path):
+    """AVX-512 decode takes a whole chunk per call and reads rows r and r + nr/2 together (two streams), an odd
+    row last and alone; each row's floats must be those of the row decoded by itself."""
+    rng = np.random.default_rng(43)
+    cols = 576   # SmolLM2's width: a full group of 16 blocks and a partial one of 2
+    stride = R.q4_1_row_stride(cols)
+    for rows in (1, 2, 5, 8, 13):
+        raw = random_q4_1(rng, rows, cols)
+        packed = NR.repack(raw, T.Q4_1, rows, cols)
+        x = rng.standard_normal(cols).astype(np.float32)
+        together = NR.matmul(packed, rows, cols, x, isa=path, layout=R.Q4_1_R16)
+        xq = NR.quantize_act(x[None], isa=path)
+        for r in range(rows):
+            y = np.full(rows, np.nan, dtype=np.float32)
+            _core.matmul(R.Q4_1_R16, packed.reshape(-1), stride, cols, xq, xq.shape[1], 1, y, rows, r, r + 1, path)
+            assert y[r] == together[r], f"row {r} of {rows} on {path}"
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_row_ranges_of_the_raw_call(path):
     rng = np.random.default_rng(9)
     rows, cols = 11, 1536

@@ -120,7 +120,7 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .act_type = OW_ACT_Q8_0_R16, .repack_to = -1, .repacked = 1,
         .vec_dot = {OW_GENERIC(vec_dot_q8_0r16_q8_0r16_generic)},
         /* AVX2 + AVX-VNNI CPUs run the AVX2 kernel (fallback): measured and tested on AVX2 (perf-log entry 10) */
-        .tile = {OW_AVX2(vec_dot_q8_0r16_q8_0r16_avx2), OW_AVX512(vec_dot_q8_0r16_q8_0r16_avx512)}},
+        .tile = {OW_AVX2(vec_dot_q8_0r16_q8_0r16_avx2), OW_AVX512_ANY_ROWS(vec_dot_q8_0r16_q8_0r16_avx512)}},
     [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
         .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
         OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},
@@ -128,7 +128,7 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .name = "q4_1_r16", .block_size = OW_QK, .block_bytes = OW_QK / 2 + 2 + 2,   /* nibbles + fp16 d, m */
         .act_type = OW_ACT_Q8_0_R16, .repack_to = -1, .repacked = 1,
         .vec_dot = {OW_GENERIC(vec_dot_q4_1r16_q8_0r16_generic)},
-        .tile = {OW_AVX2(vec_dot_q4_1r16_q8_0r16_avx2), OW_AVX512(vec_dot_q4_1r16_q8_0r16_avx512)}},
+        .tile = {OW_AVX2(vec_dot_q4_1r16_q8_0r16_avx2), OW_AVX512_ANY_ROWS(vec_dot_q4_1r16_q8_0r16_avx512)}},
 };
 
 const ow_type_traits_t *ow_type_traits(int t) {

@@ -454,33 +454,53 @@ OW_INLINE void r16_row_stream_group(const uint8_t *wr, const uint8_t *x, int64_t
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)), _mm512_mul_ps(dx, dw), *acc);
 }
 
+/* one row's groups into *acc, the same steps whether it runs alone or beside another row */
+OW_INLINE void r16_row_groups(const uint8_t *wr, const uint8_t *x, int64_t n_cols, int64_t nb, size_t prefetch,
+                              __m512 *acc, const uint8_t *wr2, __m512 *acc2) {
+    int64_t g = 0;
+    for (; g + OW_R16_GROUP <= nb; g += OW_R16_GROUP) {
+        r16_row_stream_group(wr, x, n_cols, g, OW_R16_GROUP, (__mmask16)0xffff, prefetch, acc, 1);
+        if (wr2) r16_row_stream_group(wr2, x, n_cols, g, OW_R16_GROUP, (__mmask16)0xffff, prefetch, acc2, 1);
+    }
+    if (g < nb) {
+        const int m = (int)(nb - g);
+        r16_row_stream_group(wr, x, n_cols, g, m, (__mmask16)((1u << m) - 1), prefetch, acc, 0);
+        if (wr2) r16_row_stream_group(wr2, x, n_cols, g, m, (__mmask16)((1u << m) - 1), prefetch, acc2, 0);
+    }
+}
+
+/* Decode of a whole chunk (the tile is any_rows): rows r and r + nr/2 go group by group together, two sequential
+ * streams far apart, as the 256-bit kernels' STREAMS = 2 (vec_dot_x86_256.inc). One stream left a core's memory
+ * reads short of what two keep in flight: Qwen Q8_0 decode 1.045 / 1.031 (1t / 2t) on Zen 4 (docs/perf-log.md,
+ * entry 23). Each row's steps are a lone row's, so the same floats. */
 OW_INLINE void r16_row_stream(int64_t n_cols, const uint8_t *w, size_t stride, const uint8_t *x, int nr, float *y) {
     const int64_t nb = n_cols / OW_QK;
     const size_t prefetch = ow_r16_prefetch();
-    for (int r = 0; r < nr; r++) {
-        const uint8_t *wr = w + (size_t)r * stride;
+    const int half = nr / 2;
+    int r = 0;
+    for (; r < half; r++) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        r16_row_groups(w + (size_t)r * stride, x, n_cols, nb, prefetch, &a0, w + (size_t)(r + half) * stride, &a1);
+        y[r] = _mm512_reduce_add_ps(a0);
+        y[r + half] = _mm512_reduce_add_ps(a1);
+    }
+    for (r += half; r < nr; r++) {
         __m512 acc = _mm512_setzero_ps();
-        int64_t g = 0;
-        for (; g + OW_R16_GROUP <= nb; g += OW_R16_GROUP)
-            r16_row_stream_group(wr, x, n_cols, g, OW_R16_GROUP, (__mmask16)0xffff, prefetch, &acc, 1);
-        if (g < nb) {
-            const int m = (int)(nb - g);
-            r16_row_stream_group(wr, x, n_cols, g, m, (__mmask16)((1u << m) - 1), prefetch, &acc, 0);
-        }
+        r16_row_groups(w + (size_t)r * stride, x, n_cols, nb, prefetch, &acc, NULL, NULL);
         y[r] = _mm512_reduce_add_ps(acc);
     }
 }
 
+/* any_rows: a matmul chunk per call; decode streams it (above), prefill runs 4-row tiles over it */
 OW_TARGET void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS) {
     if (n_vec == 1 && ow_r16_row_stream()) {
         r16_row_stream(n_cols, w, w_stride, x, nr, y);
         return;
     }
-    if (nr == OW_ROW_TILE) {
-        tile_q8_0r16(n_cols, w, w_stride, x, x_stride, n_vec, y, y_stride, OW_ROW_TILE);
-        return;
-    }
-    for (int r = 0; r < nr; r++)
+    int r = 0;
+    for (; r + OW_ROW_TILE <= nr; r += OW_ROW_TILE)
+        tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, OW_ROW_TILE);
+    for (; r < nr; r++)
         tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, 1);
 }
 

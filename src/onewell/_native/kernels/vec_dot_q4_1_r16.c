@@ -99,13 +99,48 @@ Q41_INLINE void q41_row(int64_t n_cols, const uint8_t *wr, size_t stride, const 
     for (int v = 0; v < n; v++) y[(int64_t)v * y_stride] = _mm512_reduce_add_ps(acc[v]);
 }
 
+/* Decode of two rows far apart (r and r + nr/2 of a chunk; the tile is any_rows), group by group: two sequential
+ * streams, as the Q8_0 R16 decode (vec_dot_avx512.c). SmolLM2 decode 1.00 / 1.04-1.05 (1t / 2t) on Zen 4
+ * (docs/perf-log.md, entry 23). Each row's arithmetic is q41_row's for one vector, so the same floats. */
+Q41_INLINE void q41_row_pair(int64_t n_cols, const uint8_t *wa, const uint8_t *wb, size_t stride, const uint8_t *x,
+                             float *ya, float *yb, size_t prefetch) {
+    const int64_t nb = n_cols / OW_QK;
+    if (prefetch)
+        for (size_t off = 0; off < stride; off += 64) {
+            _mm_prefetch((const char *)(wa + off + prefetch), _MM_HINT_T0);
+            _mm_prefetch((const char *)(wb + off + prefetch), _MM_HINT_T0);
+        }
+    const uint8_t *xs[1] = {x};
+    __m512 acc_a = _mm512_setzero_ps(), acc_b = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + OW_R16_GROUP <= nb; g += OW_R16_GROUP) {
+        q41_group(wa, xs, 1, n_cols, g, OW_R16_GROUP, (__mmask16)0xffff, &acc_a, 1, 1);
+        q41_group(wb, xs, 1, n_cols, g, OW_R16_GROUP, (__mmask16)0xffff, &acc_b, 1, 1);
+    }
+    if (g < nb) {
+        const int m = (int)(nb - g);
+        q41_group(wa, xs, 1, n_cols, g, m, (__mmask16)((1u << m) - 1), &acc_a, 1, 0);
+        q41_group(wb, xs, 1, n_cols, g, m, (__mmask16)((1u << m) - 1), &acc_b, 1, 0);
+    }
+    *ya = _mm512_reduce_add_ps(acc_a);
+    *yb = _mm512_reduce_add_ps(acc_b);
+}
+
 Q41_TARGET void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS) {
     const size_t prefetch = ow_r16_prefetch();
     const uint8_t *xs[Q41_VECS];
     const uint8_t *xq = x;
-    for (int r = 0; r < nr; r++) {
+    int r = 0;
+    if (n_vec == 1) {   /* decode: rows r and r + half together, then a leftover odd row alone */
+        const int half = nr / 2;
+        for (; r < half; r++)
+            q41_row_pair(n_cols, w + (size_t)r * w_stride, w + (size_t)(r + half) * w_stride, w_stride, xq, y + r,
+                         y + r + half, prefetch);
+        r += half;
+    }
+    for (; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * w_stride;
-        if (n_vec == 1) {   /* decode: one accumulator, everything in registers */
+        if (n_vec == 1) {   /* one accumulator, everything in registers */
             xs[0] = xq;
             q41_row(n_cols, wr, w_stride, xs, 1, y + r, y_stride, prefetch, 1);
             continue;
