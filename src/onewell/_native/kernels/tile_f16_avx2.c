@@ -41,19 +41,28 @@ OW_TGT static inline __attribute__((always_inline)) void columns8(int64_t i, con
 /* R rows (1..4) x V vectors (1..TILE_V): y[v * y_stride + r]. R and V are constants at each call site.
  * The dot's order: four chains per (row, vector), one per 8-column phase of every 32 columns, summed
  * (0 + 1) + (2 + 3), then the last columns 8 and 1 at a time. 4 x 3 x 4 chains do not fit the 16 registers, so
- * the phases are four passes over the rows (from L1: 4 rows of 4,864 columns are 39 KiB), each with the 12
- * chains of one phase, parked in `phase` until the four are summed. */
+ * the phases are four passes, each with the 12 chains of one phase, parked in `phase` between passes. The passes
+ * go over SPAN columns at a time (the rows' and vectors' 7 KiB stay in L1; each pass reads a quarter of every
+ * line): four passes over whole rows of 4,864 columns (68 KiB) read every line from L2 four times and ran at half
+ * the speed (docs/perf-log.md, entry 23). Each chain still takes its columns in order: the same floats. */
+#define SPAN 512
 OW_TGT static inline __attribute__((always_inline)) void block(int64_t n, const uint8_t *w, size_t stride, const int R,
                                                                const uint16_t *x, size_t x_stride, const int V,
                                                                float *y, int64_t y_stride) {
     const int64_t n32 = n & ~(int64_t)31;
     __m256 phase[4][4][TILE_V], acc[4][TILE_V];
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4; k++)
         for (int r = 0; r < R; r++)
-            for (int v = 0; v < V; v++) acc[r][v] = _mm256_setzero_ps();
-        for (int64_t i = 8 * k; i < n32; i += 32) columns8(i, w, stride, R, x, x_stride, V, acc);
-        for (int r = 0; r < R; r++)
-            for (int v = 0; v < V; v++) phase[k][r][v] = acc[r][v];
+            for (int v = 0; v < V; v++) phase[k][r][v] = _mm256_setzero_ps();
+    for (int64_t c0 = 0; c0 < n32; c0 += SPAN) {
+        const int64_t c1 = n32 - c0 < SPAN ? n32 : c0 + SPAN;
+        for (int k = 0; k < 4; k++) {
+            for (int r = 0; r < R; r++)
+                for (int v = 0; v < V; v++) acc[r][v] = phase[k][r][v];
+            for (int64_t i = c0 + 8 * k; i < c1; i += 32) columns8(i, w, stride, R, x, x_stride, V, acc);
+            for (int r = 0; r < R; r++)
+                for (int v = 0; v < V; v++) phase[k][r][v] = acc[r][v];
+        }
     }
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++)
