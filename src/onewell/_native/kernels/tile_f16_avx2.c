@@ -45,29 +45,29 @@ OW_TGT static inline __attribute__((always_inline)) void columns8(int64_t i, con
  * go over SPAN columns at a time (the rows' and vectors' 7 KiB stay in L1; each pass reads a quarter of every
  * line): four passes over whole rows of 4,864 columns (68 KiB) read every line from L2 four times and ran at half
  * the speed (docs/perf-log.md, entry 23). Each chain still takes its columns in order: the same floats. */
-#define SPAN 512
+#define SPAN 512              /* columns per group of the four passes */
+#define SPAN_BYTES (16 << 10)   /* rows and vectors up to this size (Qwen's 896 columns) go in one group */
 OW_TGT static inline __attribute__((always_inline)) void block(int64_t n, const uint8_t *w, size_t stride, const int R,
                                                                const uint16_t *x, size_t x_stride, const int V,
                                                                float *y, int64_t y_stride) {
     const int64_t n32 = n & ~(int64_t)31;
     __m256 phase[4][4][TILE_V], acc[4][TILE_V];
-    for (int k = 0; k < 4; k++)
-        for (int r = 0; r < R; r++)
-            for (int v = 0; v < V; v++) phase[k][r][v] = _mm256_setzero_ps();
-    for (int64_t c0 = 0; c0 < n32; c0 += SPAN) {
-        const int64_t c1 = n32 - c0 < SPAN ? n32 : c0 + SPAN;
+    const int64_t span = (int64_t)(R + V) * n * 2 <= SPAN_BYTES ? n32 : SPAN;   /* all in L1 already: one span */
+    for (int64_t c0 = 0; c0 < n32; c0 += span) {
+        const int64_t c1 = n32 - c0 < span ? n32 : c0 + span;
         for (int k = 0; k < 4; k++) {
             for (int r = 0; r < R; r++)
-                for (int v = 0; v < V; v++) acc[r][v] = phase[k][r][v];
+                for (int v = 0; v < V; v++) acc[r][v] = c0 ? phase[k][r][v] : _mm256_setzero_ps();
             for (int64_t i = c0 + 8 * k; i < c1; i += 32) columns8(i, w, stride, R, x, x_stride, V, acc);
             for (int r = 0; r < R; r++)
                 for (int v = 0; v < V; v++) phase[k][r][v] = acc[r][v];
         }
     }
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++)   /* below 32 columns no phase ran: the 8-column steps start from zero */
         for (int v = 0; v < V; v++)
-            acc[r][v] = _mm256_add_ps(_mm256_add_ps(phase[0][r][v], phase[1][r][v]),
-                                      _mm256_add_ps(phase[2][r][v], phase[3][r][v]));
+            acc[r][v] = n32 ? _mm256_add_ps(_mm256_add_ps(phase[0][r][v], phase[1][r][v]),
+                                            _mm256_add_ps(phase[2][r][v], phase[3][r][v]))
+                            : _mm256_setzero_ps();
     int64_t i = n32;
     for (; i + 8 <= n; i += 8) columns8(i, w, stride, R, x, x_stride, V, acc);
     for (int r = 0; r < R; r++)
