@@ -1,4 +1,4 @@
-"""The F16 x F16 multi-vector tile (kernels/tile_f16_avx2.c), which prefill and encoder steps run: bit-identical
+"""The F16 x F16 multi-vector tile (kernels/tile_f16_bf16_avx2.c), which prefill and encoder steps run: bit-identical
 to the single-vector AVX2 dot for every (row, vector), for row counts that are not a multiple of the 4-row tile,
 vector counts around its 3-vector block, column counts with a scalar tail and across its 512-column spans (one
 span and a piece, several, a partial last one); and close to the float product."""

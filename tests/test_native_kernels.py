@@ -248,7 +248,9 @@ def test_float_batched_matmul_equals_one_vector_at_a_time_with_tails(wt, path):
     8-column steps, then single columns, and its prefill tile must follow that order exactly. Widths below 32,
     with 8-column steps and with single-column tails, for 1-7 vectors."""
     rng = np.random.default_rng(29 + int(wt))
-    for rows, cols, n_vec in [(5, 45, 4), (4, 77, 3), (3, 8, 5), (6, 1011, 7), (2, 5, 2), (4, 32 * 9 + 24, 3)]:
+    # 1011 and 4877 columns: the prefill tile's 512-column groups (rows and vectors beyond 16 KiB), a partial last
+    for rows, cols, n_vec in [(5, 45, 4), (4, 77, 3), (3, 8, 5), (6, 1011, 7), (2, 5, 2), (4, 32 * 9 + 24, 3),
+                              (5, 4864 + 13, 4)]:
         raw = random_weight(rng, wt, rows, cols)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
         batched = nk.matmul(raw, wt, rows, cols, x, path)
