@@ -189,7 +189,7 @@ def test_executor_logits_match_the_emulation_with_the_same_cache_type(isa, tiny,
         backend = NativeBackend(tiny, n_ctx=32, isa=path, kv_type=kv_type)
         info = backend.info()
         assert info["kv_type"] == kv_type and info["ops_isa"] == isa
-        err = errors_up_to_ties(backend.forward(IDS, all_logits=True), tiny, IDS, kv_type=kv_type)
+        err = errors_up_to_ties(backend.forward(IDS, all_logits=True), tiny, IDS, kv_type=kv_type, path=path)
         print(f"\n{tiny.config.arch} {kv_type} {path}: |native - emulated| mean {err.mean():.2e} max {err.max():.2e}")
         assert err.mean() < 3e-5 and err.max() < 1e-3
 

@@ -35,6 +35,8 @@ from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType
 from onewell.models.base import LayerSpec, ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize, quantize
 from onewell.quant.act_formats import act_type_for, dequantize_act, quantize_act
+from onewell.quant.floats import round_to_bf16
+from onewell.runtime import native_kernels as nk
 from onewell.runtime import reference as R
 from onewell.runtime.native import NativeBackend, physical_cores
 from onewell.runtime.native_kernels import available_paths
@@ -129,14 +131,17 @@ def tiny(request) -> ModelSpec:
     return tiny_spec(style, types)
 
 
-def quantized_matmul(h: np.ndarray, w: Weight, dense_w: np.ndarray) -> np.ndarray:
+def quantized_matmul(h: np.ndarray, w: Weight, dense_w: np.ndarray, path: str | None = None) -> np.ndarray:
     """What a kernel computes for w @ h: h quantized to w's activation type and back, times the weights (in
     float64). Q8_1 activations (Q4_1/Q5_1 weights) also carry s = fp16(d * sum q) per block, which multiplies
-    the weight block's minimum m instead of the exact sum: that rounding is reproduced too."""
+    the weight block's minimum m instead of the exact sum: that rounding is reproduced too. BF16 weights on
+    AVX512-BF16 CPUs' avx512 path (path None: this CPU's default) meet activations rounded to bf16."""
     at = act_type_for(w.ggml_type)
     h = np.ascontiguousarray(h, dtype=np.float32)
     packed = quantize_act(at, h)
     x = dequantize_act(at, packed, h.shape[-1]).astype(np.float64)
+    if w.ggml_type == GGMLType.BF16 and nk.rounds_bf16_activations(path):
+        x = round_to_bf16(h).astype(np.float64)
     y = x @ dense_w.T
     if at == GGMLType.Q8_1:
         n_blocks = h.shape[-1] // 32
@@ -176,9 +181,9 @@ class EmulatedExecutor(R.ReferenceBackend):
     float32 sums and ops reach such an input by another order of operations, so it may round to the other
     neighbour. `flip=(site, position, index)` emulates exactly that: the one value goes to its other step."""
 
-    def __init__(self, *args, flip: tuple[str, int, int] | None = None, **kwargs):
+    def __init__(self, *args, flip: tuple[str, int, int] | None = None, path: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.flip, self.ties = flip, []
+        self.flip, self.ties, self.path = flip, [], path
         if self.kv_type == "q8_0":
             store, cache, hd = self.cache.store, self.cache, self.config.head_dim
 
@@ -206,7 +211,7 @@ class EmulatedExecutor(R.ReferenceBackend):
             self._dense64 = {}
         if id(w) not in self._dense64:
             self._dense64[id(w)] = R.dense(w).astype(np.float64)
-        y = quantized_matmul(h, w, self._dense64[id(w)])
+        y = quantized_matmul(h, w, self._dense64[id(w)], self.path)
         at = act_type_for(w.ggml_type)
         if at in (GGMLType.Q8_0, GGMLType.Q8_K):
             delta = self._log(f"{role} {layer}", h, 32 if at == GGMLType.Q8_0 else 256, at == GGMLType.Q8_K,

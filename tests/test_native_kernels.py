@@ -21,6 +21,7 @@ from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType, row_nbytes
 from onewell.quant import dequantize
 from onewell.quant.act_formats import act_type_for as twin_act_type_for
 from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
+from onewell.quant.floats import round_to_bf16
 from onewell.runtime import native_kernels as nk
 
 T = GGMLType
@@ -61,11 +62,14 @@ def block_minimums(raw: np.ndarray, wt: GGMLType, rows: int, cols: int) -> np.nd
     return np.ascontiguousarray(blocks[:, 2:4]).view("<f2").astype(np.float64).reshape(rows, -1)
 
 
-def twin_product(raw, wt, rows, cols, x):
-    """(exact value the kernels compute, float64 [n_vec, rows]; magnitude M; dequantized W; x_hat)."""
+def twin_product(raw, wt, rows, cols, x, path=None):
+    """(exact value the kernels compute, float64 [n_vec, rows]; magnitude M; dequantized W; x_hat). path: the
+    kernel path, where the activations depend on it (BF16 on AVX512-BF16 CPUs: rounded to bf16)."""
     at = twin_act_type_for(wt)
     xq = twin_quantize_act(at, x)
     x_hat = dequantize_act(at, xq, cols).astype(np.float64).reshape(-1, cols)
+    if wt == T.BF16 and path is not None and nk.rounds_bf16_activations(path):
+        x_hat = round_to_bf16(x).astype(np.float64).reshape(-1, cols)
     w = dequantize(wt, raw, (rows, cols)).astype(np.float64)
     exact = x_hat @ w.T
     magnitude = np.abs(x_hat) @ np.abs(w).T
@@ -79,10 +83,13 @@ def twin_product(raw, wt, rows, cols, x):
     return exact, magnitude, w, x_hat
 
 
-def activation_error_bound(wt, raw, rows, cols, x, w):
+def activation_error_bound(wt, raw, rows, cols, x, w, path=None):
     """Rigorous bound of |dequantize(W) @ x_hat - dequantize(W) @ x| (see the module docstring)."""
     at = twin_act_type_for(wt)
     x = x.reshape(-1, cols).astype(np.float64)
+    if wt == T.BF16 and path is not None and nk.rounds_bf16_activations(path):
+        # round to nearest bf16 (8 significant bits): at most 2^-9 relative; denormals (< 2^-126) to zero
+        return 2.0 ** -9 * (np.abs(x) @ np.abs(w).T) + 2.0 ** -126 * np.abs(w).sum(axis=1)
     if at == T.F32:
         return np.zeros((len(x), rows))
     if at == T.F16:
@@ -183,11 +190,11 @@ def test_matmul_matches_twins(wt, path):
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
         y = nk.matmul(raw, wt, rows, cols, x, path)
         assert y.shape == (n_vec, rows) and y.dtype == np.float32
-        exact, magnitude, w, _ = twin_product(raw, wt, rows, cols, x)
+        exact, magnitude, w, _ = twin_product(raw, wt, rows, cols, x, path)
         what = f"{wt.name} {rows}x{cols} n_vec={n_vec} on {path}"
         check_within(y, exact, EXACT_RTOL * magnitude + 1e-30, what + " vs exact twin")
         float_product = x.astype(np.float64) @ w.T
-        bound = activation_error_bound(wt, raw, rows, cols, x, w) + EXACT_RTOL * magnitude
+        bound = activation_error_bound(wt, raw, rows, cols, x, w, path) + EXACT_RTOL * magnitude
         check_within(y, float_product, bound, what + " vs float product")
 
 
@@ -200,8 +207,9 @@ def test_simd_paths_agree_with_generic(wt, path):
     x = rng.standard_normal((2, cols)).astype(np.float32)
     generic = nk.matmul(raw, wt, rows, cols, x, "generic")
     simd = nk.matmul(raw, wt, rows, cols, x, path)
-    _, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
-    check_within(simd, generic.astype(np.float64), PATH_RTOL * magnitude, f"{wt.name} {path} vs generic")
+    _, magnitude, w, _ = twin_product(raw, wt, rows, cols, x)
+    rounding = activation_error_bound(wt, raw, rows, cols, x, w, path) if wt == T.BF16 else 0.0   # AVX512-BF16
+    check_within(simd, generic.astype(np.float64), PATH_RTOL * magnitude + rounding, f"{wt.name} {path} vs generic")
 
 
 @pytest.mark.parametrize("wt", [T.Q8_0, T.Q4_K, T.Q6_K, T.F32, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.BF16],
@@ -257,7 +265,7 @@ def test_float_batched_matmul_equals_one_vector_at_a_time_with_tails(wt, path):
         for v in range(n_vec):
             np.testing.assert_array_equal(batched[v], nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0],
                                           err_msg=f"{wt.name} {rows}x{cols} vector {v} of {n_vec} on {path}")
-        exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
+        exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x, path)
         check_within(batched, exact, EXACT_RTOL * magnitude, f"{wt.name} {rows}x{cols} on {path}")
 
 
@@ -387,9 +395,9 @@ def check_real_samples(samples, expected_types):
     for name, wt, cols, raw in samples:
         rows = raw.size // row_nbytes(wt, cols)
         x = rng.standard_normal((2, cols)).astype(np.float32)
-        exact, magnitude, w, _ = twin_product(raw, wt, rows, cols, x)
-        bound = activation_error_bound(wt, raw, rows, cols, x, w) + EXACT_RTOL * magnitude
         for path in PATHS:
+            exact, magnitude, w, _ = twin_product(raw, wt, rows, cols, x, path)
+            bound = activation_error_bound(wt, raw, rows, cols, x, w, path) + EXACT_RTOL * magnitude
             y = nk.matmul(raw, wt, rows, cols, x, path)
             check_within(y, exact, EXACT_RTOL * magnitude, f"{name} ({wt.name}) on {path} vs exact twin")
             check_within(y, x.astype(np.float64) @ w.T, bound, f"{name} ({wt.name}) on {path} vs float product")

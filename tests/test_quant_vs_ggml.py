@@ -90,5 +90,5 @@ def test_native_matmul_on_real_tensors_matches_the_exact_twin(t, path):
     rows, cols = x.shape
     act = np.random.default_rng(3).standard_normal((3, cols)).astype(np.float32)
     y = nk.matmul(raw, t, rows, cols, act, path)
-    exact, magnitude, _, _ = twin_product(raw, t, rows, cols, act)
+    exact, magnitude, _, _ = twin_product(raw, t, rows, cols, act, path)
     check_within(y, exact, EXACT_RTOL * magnitude + 1e-30, f"{t.name} real rows on {path}")

@@ -35,6 +35,7 @@ static void probe(ow_cpu_features *f) {
     }
     __cpuid_count(7, 1, a, b, c, d);
     f->avx_vnni = (a >> 4) & 1;
+    f->avx512_bf16 = zmm_ok && f->avx512f && ((a >> 5) & 1);
 }
 
 /* vendor and display family / model: family 15 adds the extended family, families 6 and 15 the extended model */

@@ -18,6 +18,7 @@ typedef enum {
 typedef struct {
     int avx2, fma, f16c, avx_vnni;                   /* AVX2 family */
     int avx512f, avx512bw, avx512vl, avx512_vnni;    /* AVX-512 family */
+    int avx512_bf16;                                 /* vdpbf16ps (Zen 4+, Sapphire Rapids+): the BF16 kernels */
     int neon, dotprod, i8mm;                         /* aarch64: AdvSIMD, sdot/udot, smmla (i8mm is reported only) */
     int amd, intel, family, model;                   /* x86: vendor and display family / model (cpuid leaf 1) */
 } ow_cpu_features;

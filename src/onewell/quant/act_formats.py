@@ -3,7 +3,9 @@
 Numpy twins of the native quantizers (onewell/_native/kernels/act_quant*.c), bit-exact. Pairing as in ggml:
 Q4_0, Q5_0, Q8_0, IQ4_NL weights x Q8_0 activations; Q4_1, Q5_1 x Q8_1; K-quants (Q2_K..Q6_K) and IQ4_XS x
 Q8_K; F16 x F16; F32 x F32; BF16 x F32 (ggml pairs BF16 with BF16, but without AVX512-BF16 a bf16 weight is
-one shift from float32, and float32 activations are exact: no activation rounding at all).
+one shift from float32, and float32 activations are exact: no activation rounding at all). On AVX512-BF16 CPUs
+the avx512 path's BF16 kernels round the F32 activations to bf16 as they read them, as ggml does (vdpbf16ps takes
+bf16 on both sides; twin: floats.round_to_bf16, runtime.native_kernels.rounds_bf16_activations).
 
 Q8_0 / Q8_1 follow ggml's x86 code, which produced our golden outputs: d = amax / 127 (stored as fp16) and
 q = round-half-even(x * (127 / amax)). That differs from the weight quantizer `quantize(Q8_0, ...)` (ggml's

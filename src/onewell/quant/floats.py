@@ -36,3 +36,13 @@ def quantize_bf16(x: np.ndarray) -> np.ndarray:
     is_nan = (bits & 0x7FFFFFFF) > 0x7F800000
     out = np.where(is_nan, (bits >> 16) | 0x40, rounded).astype("<u2")
     return out.view(np.uint8)
+
+
+def round_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Float32 values rounded to bf16 as vcvtne2ps2bf16 does (the AVX512-BF16 kernels' activations; twin of
+    kernels/vec_dot_bf16_avx512.c): nearest even, denormals to zero of the same sign, NaN kept (quiet)."""
+    bits = np.ascontiguousarray(x, dtype=F32).view(np.uint32)
+    denormal = (bits & 0x7F800000) == 0
+    kept = np.where(denormal, bits & 0x80000000, bits)
+    half = quantize_bf16(kept.view(F32))
+    return dequantize_bf16(half).reshape(np.shape(x))

@@ -56,6 +56,13 @@ def default_repack(path: str | None) -> frozenset[str]:
     return DEFAULT_REPACK.get(path or default_path(), frozenset())
 
 
+def rounds_bf16_activations(path: str | None) -> bool:
+    """Whether BF16 weights on kernel path `path` (None = this CPU's default) meet activations rounded to bf16
+    (AVX512-BF16 CPUs on the avx512 path: kernels/vec_dot_bf16_avx512.c, as llama.cpp) rather than exact float32
+    ones (every other path; twin: onewell.quant.floats.round_to_bf16)."""
+    return resolve_path(path) == "avx512" and bool(_core().cpu_features()["avx512_bf16"])
+
+
 def resolve_path(isa: str | None) -> str:
     if isa is None:
         return default_path()
