@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from onewell.gguf.constants import GGMLType
-from onewell.quant.floats import quantize_bf16, round_to_bf16
+from onewell.quant.floats import dequantize_bf16, quantize_bf16, round_to_bf16
 from onewell.runtime import native_kernels as nk
 
 PATHS = nk.available_paths()
@@ -61,6 +61,6 @@ def test_rows_wider_than_the_converted_activation_buffer(path):
             alone = nk.matmul(w, GGMLType.BF16, rows, cols, x[1:], path)[0]
             np.testing.assert_array_equal(batched[1], alone, err_msg=f"{rows}x{cols} on {path}")
             x_hat = round_to_bf16(x[1]) if nk.rounds_bf16_activations(path) else x[1]
-            w_hat = (w.view("<u2").astype(np.uint32) << 16).view(np.float32).reshape(rows, cols).astype(np.float64)
+            w_hat = dequantize_bf16(w).reshape(rows, cols).astype(np.float64)
             exact = w_hat @ x_hat.astype(np.float64)
             assert np.all(np.abs(alone - exact) <= 1e-5 * (np.abs(w_hat) @ np.abs(x_hat.astype(np.float64))))

@@ -108,10 +108,11 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                         OW_WEIGHT(OW_TYPE_Q8_K, iq4_xs, -1, NULL),
                         .vec_dot = {OW_GENERIC(vec_dot_iq4_xs_q8_K_generic), OW_AVX2(vec_dot_iq4_xs_q8_K_avx2),
                                     OW_NEON_DOTS(iq4_xs_q8_K)}},
-    /* F32 activations: exact, and a bf16 weight is one shift from float32 (no AVX512-BF16 needed) */
+    /* F32 activations: exact, and a bf16 weight is one shift from float32 (no AVX512-BF16 needed); with
+     * AVX512-BF16 the avx512 tile rounds them to bf16 for vdpbf16ps (vec_dot_bf16_avx512.c) */
     [OW_TYPE_BF16] = {.name = "bf16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F32, bf16, -1, NULL),
                       .vec_dot = {OW_GENERIC(vec_dot_bf16_f32_generic), OW_AVX2(vec_dot_bf16_f32_avx2),
-                                  OW_AVX512(vec_dot_bf16_f32_avx512), OW_NEON_DOTS(bf16_f32)},
+                                  OW_NEON_DOTS(bf16_f32)},
                       .tile = {OW_AVX2(tile_bf16_f32_avx2), OW_AVX512_ANY_ROWS(tile_bf16_f32_avx512)}},
 };
 

@@ -32,6 +32,11 @@ BF_INLINE __m512bh acts32(const float *x, int64_t i, int64_t n_left) {
     return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + i + 16), _mm512_maskz_loadu_ps(lo, x + i));
 }
 
+/* columns i..i+31 of a vector: from its bf16 copy xh (converted once), or converted from x as read */
+BF_INLINE __m512bh acts_at(const uint16_t *xh, const float *x, int64_t i, int64_t n_left) {
+    return xh ? (__m512bh)_mm512_load_si512((const void *)(xh + i)) : acts32(x, i, n_left);
+}
+
 /* columns i..i+31 of a bf16 weight row */
 BF_INLINE __m512bh weights32(const uint8_t *row, int64_t i, int64_t n_left) {
     if (n_left >= 32) return (__m512bh)_mm512_loadu_si512((const void *)(row + 2 * i));
@@ -48,8 +53,8 @@ BF_INLINE void tile(int64_t n, const uint8_t *w, size_t stride, const int R, con
     for (int64_t i = 0; i < n; i += 32) {   /* the last, partial group: masked loads */
         __m512bh a[BF_VECS];
         for (int v = 0; v < V; v++)
-            a[v] = xh ? (__m512bh)_mm512_load_si512((const void *)(xh + (size_t)v * BF_XH_PITCH(n) + i))
-                      : acts32((const float *)(x + (size_t)v * x_stride), i, n - i);
+            a[v] = acts_at(xh ? xh + (size_t)v * BF_XH_PITCH(n) : NULL, (const float *)(x + (size_t)v * x_stride), i,
+                           n - i);
         for (int r = 0; r < R; r++) {
             const __m512bh q = weights32(w + (size_t)r * stride, i, n - i);
             for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], q, a[v]);
@@ -68,43 +73,41 @@ BF_INLINE void convert(const float *x, int64_t n, uint16_t *xh) {
  * then rows r and r + nr/2 together, two chains and two sequential streams far apart (as the Q8_0 decode kernels;
  * one row's chain alone bounded it), an odd row last and alone. Each row's steps are the tile's for one vector. */
 
+/* row w0 into *s0 and, unless w1 is NULL, row w1 into *s1, group by group */
+BF_INLINE void decode_pair(int64_t n, const uint8_t *w0, const uint8_t *w1, size_t stride, const float *x,
+                           const uint16_t *xh, float *s0, float *s1, size_t distance) {
+    if (distance)
+        for (size_t off = 0; off < stride; off += 64) {
+            _mm_prefetch((const char *)(w0 + distance + off), _MM_HINT_T0);
+            if (w1) _mm_prefetch((const char *)(w1 + distance + off), _MM_HINT_T0);
+        }
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 32) {
+        const __m512bh a = acts_at(xh, x, i, n - i);
+        acc0 = _mm512_dpbf16_ps(acc0, weights32(w0, i, n - i), a);
+        if (w1) acc1 = _mm512_dpbf16_ps(acc1, weights32(w1, i, n - i), a);
+    }
+    *s0 = _mm512_reduce_add_ps(acc0);
+    if (w1) *s1 = _mm512_reduce_add_ps(acc1);
+}
+
 BF_INLINE void decode_rows(int64_t n, const uint8_t *w, size_t stride, int nr, const float *x, float *s,
-                           uint16_t *xh) {
-    const int converted = BF_XH_PITCH(n) <= BF_XH_COLS;
-    if (converted) convert(x, n, xh);
+                           uint16_t *xh_buf) {
+    const uint16_t *xh = NULL;
+    if (BF_XH_PITCH(n) <= BF_XH_COLS) {
+        convert(x, n, xh_buf);
+        xh = xh_buf;
+    }
     const size_t distance = ow_r16_prefetch();
     const int half = nr / 2;
-    for (int r = 0; r < nr - half; r++) {
-        const int pair = r < half;   /* rows r and r + half, then the odd one */
-        const int r0 = pair ? r : 2 * half, r1 = r + half;
-        const uint8_t *w0 = w + (size_t)r0 * stride, *w1 = w + (size_t)r1 * stride;
-        if (distance)
-            for (size_t off = 0; off < stride; off += 64) {
-                _mm_prefetch((const char *)(w0 + distance + off), _MM_HINT_T0);
-                if (pair) _mm_prefetch((const char *)(w1 + distance + off), _MM_HINT_T0);
-            }
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-        for (int64_t i = 0; i < n; i += 32) {
-            const __m512bh a = converted ? (__m512bh)_mm512_load_si512((const void *)(xh + i)) : acts32(x, i, n - i);
-            acc0 = _mm512_dpbf16_ps(acc0, weights32(w0, i, n - i), a);
-            if (pair) acc1 = _mm512_dpbf16_ps(acc1, weights32(w1, i, n - i), a);
-        }
-        s[r0] = _mm512_reduce_add_ps(acc0);
-        if (pair) s[r1] = _mm512_reduce_add_ps(acc1);
-        if (!pair) break;
-    }
+    for (int r = 0; r < half; r++)
+        decode_pair(n, w + (size_t)r * stride, w + (size_t)(r + half) * stride, stride, x, xh, s + r, s + r + half,
+                    distance);
+    if (nr % 2) decode_pair(n, w + (size_t)(nr - 1) * stride, NULL, stride, x, xh, s + nr - 1, NULL, distance);
 }
 
-BF_TARGET void vec_dot_bf16_f32_avx512(OW_DOT_ARGS) {
-    if (!ow_cpu()->avx512_bf16) {
-        vec_dot_bf16_f32_avx2(n_cols, w, w_stride, nr, x, s);
-        return;
-    }
-    __attribute__((aligned(64))) uint16_t xh[BF_XH_COLS];
-    decode_rows(n_cols, w, w_stride, nr, x, s, xh);
-}
-
-/* any_rows: a matmul chunk per call; decode as above, prefill in 4-row x 4-vector tiles */
+/* The AVX-512 path's BF16 kernel, any_rows: a matmul chunk per call; decode as above, prefill in 4-row x 4-vector
+ * tiles. (No dot slot: the type's tile serves decode too.) */
 BF_TARGET void tile_bf16_f32_avx512(OW_TILE_ARGS) {
     if (!ow_cpu()->avx512_bf16) {   /* the AVX2 tile takes at most 4 rows per call */
         for (int r = 0; r < nr; r += BF_ROWS)
