@@ -82,7 +82,13 @@ def all_f32(r: Recipe) -> Recipe:
     return dataclasses.replace(r, name=f"{r.name}-f32", types={role: FP32 for role in r.types})
 
 
-RECIPES = {**MIXED, **{f"{name}-f32": all_f32(r) for name, r in MIXED.items()}}
+def all_bf16(r: Recipe) -> Recipe:
+    """The same model with every weight matrix in BF16: llama.cpp rounds the activations to bf16 for them, as
+    onewell's AVX512-BF16 kernels do (the other kernel paths keep exact float32 activations)."""
+    return dataclasses.replace(r, name=f"{r.name}-bf16", types={role: GGMLType.BF16 for role in r.types})
+
+
+RECIPES = {**MIXED, **{f"{name}-f32": all_f32(r) for name, r in MIXED.items()}, "qwen3-bf16": all_bf16(MIXED["qwen3"])}
 
 
 def llama3_rope_factors(head_dim: int, theta: float, factor: float, low_freq_factor: float,
