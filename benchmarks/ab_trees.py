@@ -69,8 +69,8 @@ print(json.dumps(best / n_iter))
 """
 
 
-def run(tree: str, code: str, *argv: str) -> float:
-    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "src"))
+def run(tree: str, extra_env: dict[str, str], code: str, *argv: str) -> float:
+    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "src"), **extra_env)
     out = subprocess.run([sys.executable, "-c", code, *argv], env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -86,7 +86,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--only", choices=("decode", "prefill", "dispatch"), action="append",
                     help="run only these measures (repeatable; default: all)")
+    ap.add_argument("--env-a", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of tree A's runs only (repeatable), e.g. ONEWELL_ISA=avx2 where the trees "
+                         "name the same path differently")
+    ap.add_argument("--env-b", action="append", default=[], metavar="KEY=VALUE", help="the same for tree B")
     args = ap.parse_args()
+    env_a, env_b = (dict(kv.split("=", 1) for kv in pairs) for pairs in (args.env_a, args.env_b))
     benches = {"decode tok/s": (DECODE, args.model, str(args.threads), str(args.n_gen)),
                "prefill tok/s": (PREFILL, args.model, str(args.threads), str(args.n_prompt)),
                "dispatch s/call": (DISPATCH,)}
@@ -95,8 +100,8 @@ def main() -> None:
     for name, (code, *argv) in benches.items():
         a, b = [], []
         for _ in range(args.reps):
-            a.append(run(args.tree_a, code, *argv))
-            b.append(run(args.tree_b, code, *argv))
+            a.append(run(args.tree_a, env_a, code, *argv))
+            b.append(run(args.tree_b, env_b, code, *argv))
         ratio = statistics.median(y / x for x, y in zip(a, b))
         print(f"{name:16} A {statistics.median(a):.4g}  B {statistics.median(b):.4g}  "
               f"median B/A {ratio:.3f}  ({args.reps} interleaved reps)")

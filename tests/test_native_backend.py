@@ -648,8 +648,8 @@ print(backend.info()["kpath"], backend.info()["ops_isa"], *out)
 @pytest.mark.model
 def test_every_isa_level_gives_the_same_greedy_tokens(smollm_path):
     prompt = read_jsonl("greedy_smollm2-135m-q4_1.jsonl")[0]["prompt_ids"]
-    results = {}
-    for isa in ("generic", "avx2", "avx512"):
+    results, paths = {}, _core.kernel_paths()
+    for isa in ("generic", "avx2", "avxvnni", "avx512"):
         env = dict(os.environ, ONEWELL_ISA=isa)
         done = subprocess.run([sys.executable, "-c", ISA_SCRIPT, str(smollm_path), *map(str, prompt)], env=env,
                               capture_output=True, text=True, timeout=120)
@@ -658,4 +658,8 @@ def test_every_isa_level_gives_the_same_greedy_tokens(smollm_path):
         results[isa] = tokens
         if isa == "generic":
             assert (kpath, ops_isa) == ("generic", "generic")
+        if isa == "avx2" and "avx2" in paths:   # plain AVX2 even on an AVX-VNNI CPU
+            assert (kpath, ops_isa) == ("avx2", "avx2")
+        if isa == "avxvnni" and "avx2-vnni" in paths:
+            assert (kpath, ops_isa) == ("avx2-vnni", "avx2")
     assert len({tuple(t) for t in results.values()}) == 1, results

@@ -347,11 +347,15 @@ def test_default_path_follows_onewell_isa(monkeypatch):
     best_avx2 = "avx2-vnni" if "avx2-vnni" in PATHS else "avx2"
     monkeypatch.setenv("ONEWELL_ISA", "generic")
     assert nk.default_path() == "generic"
-    monkeypatch.setenv("ONEWELL_ISA", "avx2")
     x86_widest = "avx512" if "avx512" in PATHS else best_avx2 if "avx2" in PATHS else None
     arm_widest = "neon-dotprod" if "neon-dotprod" in PATHS else "neon" if "neon" in PATHS else None
-    # a level of the other CPU family does not cap
+    # avx2 means plain AVX2, as an AVX2-only CPU runs, even where AVX-VNNI is there; avxvnni adds it where it is
+    monkeypatch.setenv("ONEWELL_ISA", "avx2")
+    assert nk.default_path() == ("avx2" if "avx2" in PATHS else arm_widest or "generic")  # other family: no cap
+    monkeypatch.setenv("ONEWELL_ISA", "avxvnni")
     assert nk.default_path() == (best_avx2 if "avx2" in PATHS else arm_widest or "generic")
+    assert _core.cpu_features()["isa"] == ({"avx2-vnni": "avxvnni", "avx2": "avx2"}[best_avx2]
+                                           if "avx2" in PATHS else _core.cpu_features()["isa"])
     monkeypatch.setenv("ONEWELL_ISA", "neon")
     assert nk.default_path() == ("neon" if "neon" in PATHS else x86_widest or "generic")
     monkeypatch.setenv("ONEWELL_ISA", "dotprod")

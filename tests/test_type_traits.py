@@ -105,3 +105,15 @@ def test_avx512_path_reads_q4_0_and_q5_0_through_its_vnni_tiles():
     for t in (T.Q4_0, T.Q5_0):
         assert traits[int(t)].kernels["avx512"] == f"vec_dot_{t.name.lower()}_q8_0_tile_avx512"
     assert "q5_0" not in nk.DEFAULT_REPACK["avx512"] and "q4_0" not in nk.DEFAULT_REPACK["avx512"]
+
+
+def test_the_vnni_path_prefills_through_the_avx2_tiles():
+    """An AVX-VNNI CPU's own dot kernels must not shadow the AVX2 tiles: they did until perf-log entry 24, and its
+    prefill ran 0.66-0.68x llama.cpp on Qwen (every vector re-decoded each row)."""
+    checked = 0
+    for t in type_traits().values():
+        avx2 = t.kernels.get("avx2") or ""
+        if "tile" in avx2:
+            assert "tile" in (t.kernels["avx2-vnni"] or ""), (t.name, t.kernels["avx2-vnni"])
+            checked += 1
+    assert checked >= 8   # the 32-element types, Q4_K, Q6_K, F16, BF16

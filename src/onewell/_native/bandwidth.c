@@ -138,7 +138,7 @@ static bw_kernels pick_kernels(void) {
 #if OW_BW_X86
     ow_isa isa = ow_isa_best();
     if (isa == OW_ISA_AVX512) k = (bw_kernels){read_avx512, triad_avx512, triad_nt_avx512, "avx512"};
-    else if (isa == OW_ISA_AVX2) k = (bw_kernels){read_avx2, triad_avx2, triad_nt_avx2, "avx2"};
+    else if (isa == OW_ISA_AVX2 || isa == OW_ISA_AVXVNNI) k = (bw_kernels){read_avx2, triad_avx2, triad_nt_avx2, "avx2"};
 #endif
     return k;
 }

@@ -108,7 +108,7 @@ size_t ow_default_prefetch(const ow_cpu_features *f) {
     return 8192;
 }
 
-static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod"};
+static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod", "avxvnni"};
 
 const char *ow_isa_name(ow_isa isa) {
     return isa >= 0 && isa < (int)(sizeof isa_names / sizeof *isa_names) ? isa_names[isa] : "generic";
@@ -120,23 +120,49 @@ int ow_isa_from_name(const char *name) {
     return -1;
 }
 
-/* the family (0: none, 1: x86, 2: aarch64) and the rank inside it (0 generic, 1, 2) */
-static int isa_family(ow_isa isa) { return isa == OW_ISA_GENERIC ? 0 : isa <= OW_ISA_AVX512 ? 1 : 2; }
+/* the family (0: none, 1: x86, 2: aarch64) and the rank inside it (0 generic, 1, 2, 3) */
+static int isa_family(ow_isa isa) {
+    switch (isa) {
+    case OW_ISA_AVX2: case OW_ISA_AVXVNNI: case OW_ISA_AVX512: return 1;
+    case OW_ISA_NEON: case OW_ISA_DOTPROD: return 2;
+    default: return 0;
+    }
+}
 static int isa_rank(ow_isa isa) {
     switch (isa) {
     case OW_ISA_AVX2: case OW_ISA_NEON: return 1;
-    case OW_ISA_AVX512: case OW_ISA_DOTPROD: return 2;
+    case OW_ISA_AVXVNNI: case OW_ISA_DOTPROD: return 2;
+    case OW_ISA_AVX512: return 3;
     default: return 0;
     }
 }
 
+static int isa_supported(ow_isa isa) {
+    const ow_cpu_features *f = ow_cpu();
+    const int avx2 = f->avx2 && f->fma && f->f16c;
+    switch (isa) {
+    case OW_ISA_GENERIC: return 1;
+    case OW_ISA_AVX2: return avx2;
+    case OW_ISA_AVXVNNI: return avx2 && f->avx_vnni;
+    case OW_ISA_AVX512: return avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512_vnni;
+    case OW_ISA_NEON: return f->neon;
+    case OW_ISA_DOTPROD: return f->neon && f->dotprod;
+    default: return 0;
+    }
+}
+
+/* the supported level of isa's family with the highest rank <= max_rank (generic if none) */
+static ow_isa best_supported(int family, int max_rank) {
+    static const ow_isa ladder[] = {OW_ISA_AVX512, OW_ISA_AVXVNNI, OW_ISA_AVX2, OW_ISA_DOTPROD, OW_ISA_NEON};
+    for (size_t i = 0; i < sizeof ladder / sizeof *ladder; i++)
+        if (isa_family(ladder[i]) == family && isa_rank(ladder[i]) <= max_rank && isa_supported(ladder[i]))
+            return ladder[i];
+    return OW_ISA_GENERIC;
+}
+
 static ow_isa isa_of_cpu(void) {
     const ow_cpu_features *f = ow_cpu();
-    ow_isa best = OW_ISA_GENERIC;
-    if (f->avx2 && f->fma && f->f16c) best = OW_ISA_AVX2;
-    if (best == OW_ISA_AVX2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512_vnni) best = OW_ISA_AVX512;
-    if (f->neon) best = f->dotprod ? OW_ISA_DOTPROD : OW_ISA_NEON;
-    return best;
+    return f->neon ? best_supported(2, 3) : best_supported(1, 3);
 }
 
 ow_isa ow_isa_best(void) {
@@ -145,12 +171,12 @@ ow_isa ow_isa_best(void) {
     const int limit = cap ? ow_isa_from_name(cap) : -1;
     if (limit == OW_ISA_GENERIC) return OW_ISA_GENERIC;
     if (limit > 0 && isa_family((ow_isa)limit) == isa_family(best) && isa_rank((ow_isa)limit) < isa_rank(best))
-        best = (ow_isa)limit;
+        best = best_supported(isa_family(best), isa_rank((ow_isa)limit));
     return best;
 }
 
 int ow_isa_allowed(ow_isa isa) {
     const ow_isa best = ow_isa_best();
     if (isa == OW_ISA_GENERIC) return 1;
-    return isa_family(isa) == isa_family(best) && isa_rank(isa) <= isa_rank(best);
+    return isa_family(isa) == isa_family(best) && isa_rank(isa) <= isa_rank(best) && isa_supported(isa);
 }

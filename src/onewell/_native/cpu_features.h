@@ -5,14 +5,16 @@
 
 #include <stddef.h>
 
-/* ISA levels. Each CPU family has its own ladder above generic (x86: avx2 < avx512; aarch64: neon < dotprod);
- * a CPU only ever reaches levels of its own family. Compare levels with ow_isa_allowed, not with < on values. */
+/* ISA levels. Each CPU family has its own ladder above generic (x86: avx2 < avxvnni < avx512; aarch64: neon <
+ * dotprod); a CPU only ever reaches levels of its own family and runs the levels of it that it supports (an
+ * AVX-512 CPU without AVX-VNNI, Zen 4, has no avxvnni level). Compare levels with ow_isa_allowed, not with <. */
 typedef enum {
     OW_ISA_GENERIC = 0,
     OW_ISA_AVX2 = 1,
     OW_ISA_AVX512 = 2,
     OW_ISA_NEON = 3,     /* AdvSIMD (every aarch64 CPU) */
     OW_ISA_DOTPROD = 4,  /* + the dot-product extension (sdot/udot, Armv8.2 FEAT_DotProd) */
+    OW_ISA_AVXVNNI = 5,  /* AVX2 + AVX-VNNI's 256-bit vpdpbusd (Intel since Alder Lake, AMD Zen 5) */
 } ow_isa;
 
 typedef struct {
@@ -27,10 +29,11 @@ const ow_cpu_features *ow_cpu(void);
 /* The decode kernels' software prefetch distance (bytes ahead of the weight stream, 0 = off) measured best on CPUs
  * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17 and 19), 8 KiB elsewhere. */
 size_t ow_default_prefetch(const ow_cpu_features *f);
-/* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avx512|neon|dotprod;
- * a level of the other CPU family, or an unknown name, does not cap). */
+/* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
+ * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not
+ * cap). */
 ow_isa ow_isa_best(void);
-/* 1 if level isa may run here: generic, or a level of this CPU's family not above ow_isa_best(). */
+/* 1 if level isa may run here: generic, or a level of this CPU's family that it supports, not above ow_isa_best(). */
 int ow_isa_allowed(ow_isa isa);
 const char *ow_isa_name(ow_isa isa);
 /* The level named name ("generic", "avx2", ...), -1 for an unknown name. */

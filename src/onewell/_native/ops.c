@@ -228,7 +228,7 @@ static _Atomic(const ow_ops_kernels *) g_kernels;
 static const ow_ops_kernels *kernels_of(ow_isa isa) {
 #if OW_OPS_X86
     if (isa == OW_ISA_AVX512) return &ow_ops_avx512;
-    if (isa == OW_ISA_AVX2) return &ow_ops_avx2;
+    if (isa == OW_ISA_AVX2 || isa == OW_ISA_AVXVNNI) return &ow_ops_avx2;   /* the ops have no VNNI code */
 #endif
 #if OW_OPS_NEON
     if (isa == OW_ISA_NEON || isa == OW_ISA_DOTPROD) return &ow_ops_neon;

@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("native", "reference"), default="native",
                    help="engine to time (reference: the slow numpy oracle; ignores --threads)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random token ids (default 0)")
-    p.add_argument("--isa", choices=("generic", "avx2", "avx512"), default=None,
+    p.add_argument("--isa", choices=("generic", "avx2", "avxvnni", "avx512"), default=None,
                    help="cap the native core's instruction set, as ONEWELL_ISA does (shown in the header): "
-                        "measure the AVX2 path on an AVX-512 machine against a llama.cpp built for AVX2")
+                        "measure the AVX2 path on an AVX-512 machine against a llama.cpp built for AVX2 "
+                        "(avx2: no AVX-VNNI either; avxvnni: AVX2 with AVX-VNNI, as Intel client CPUs run)")
     bw = p.add_argument_group("memory bandwidth (measured at each thread count, before the engine runs)")
     bw.add_argument("--bandwidth-size-mb", type=positive_int, default=1024,
                     help="buffer size; keep it far above the L3 cache (default 1024)")
@@ -101,7 +102,8 @@ def set_isa_cap(isa: str) -> None:
     except ImportError as e:
         raise OnewellError(f"--isa needs the native core ({e})") from None
     if _core.cpu_features().get("isa") != isa:
-        raise OnewellError(f"--isa {isa}: this CPU tops out at {_core.cpu_features().get('isa')}")
+        raise OnewellError(f"--isa {isa}: this CPU has no such level (it would run "
+                           f"{_core.cpu_features().get('isa')})")
 
 
 def model_facts(path: Path, reader, spec) -> dict:

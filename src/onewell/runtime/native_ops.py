@@ -25,7 +25,8 @@ from onewell._native import _core
 ROPE_STYLES = {"normal": 0, "neox": 1}
 ISA_PATHS = ("generic", "avx2", "avx512", "neon", "dotprod")
 # the ops paths each ISA level allows, most portable first (the ops have no dotprod code: that level runs neon)
-_OPS_LADDER = {"generic": ("generic",), "avx2": ("generic", "avx2"), "avx512": ("generic", "avx2", "avx512"),
+_OPS_LADDER = {"generic": ("generic",), "avx2": ("generic", "avx2"), "avxvnni": ("generic", "avx2"),
+               "avx512": ("generic", "avx2", "avx512"),
                "neon": ("generic", "neon"), "dotprod": ("generic", "neon")}
 # the ops path that goes with each kernel path (native_kernels.KERNEL_PATHS), for tests pairing the two
 KERNEL_PATH_OPS_ISA = {"generic": "generic", "avx2": "avx2", "avx2-vnni": "avx2", "avx512": "avx512",

@@ -89,8 +89,10 @@ ow_kpath ow_kpath_for_isa(ow_isa isa) {
     case OW_ISA_AVX512:
         if (ow_kpath_available(OW_KPATH_AVX512)) return OW_KPATH_AVX512;
         /* fall through */
-    case OW_ISA_AVX2:
+    case OW_ISA_AVXVNNI:
         if (ow_kpath_available(OW_KPATH_AVX2_VNNI)) return OW_KPATH_AVX2_VNNI;
+        /* fall through */
+    case OW_ISA_AVX2:   /* plain AVX2 even on a VNNI CPU: what an AVX2-only CPU runs */
         if (ow_kpath_available(OW_KPATH_AVX2)) return OW_KPATH_AVX2;
         return OW_KPATH_GENERIC;
     case OW_ISA_DOTPROD:

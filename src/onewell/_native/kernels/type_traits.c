@@ -14,11 +14,13 @@
 #define OW_AVX2(fn) OW_SLOT(OW_KPATH_AVX2, fn)
 #define OW_AVX2_VNNI(fn) OW_SLOT(OW_KPATH_AVX2_VNNI, fn)
 #define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {fn, #fn, 1}   /* an any_rows tile */
+#define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1}
 #define OW_AVX512(fn) OW_SLOT(OW_KPATH_AVX512, fn)
 #define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {fn, #fn, 1}
 #else
 #define OW_AVX2(fn) [OW_KPATH_AVX2] = {0}
 #define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {0}
+#define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX512(fn) [OW_KPATH_AVX512] = {0}
 #define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {0}
@@ -32,6 +34,10 @@
 #endif
 /* the aarch64 dot kernels: one source (vec_dot_neon.inc) built for plain NEON and for NEON + dotprod */
 #define OW_NEON_DOTS(name) OW_NEON(vec_dot_##name##_neon), OW_NEON_DOTPROD(vec_dot_##name##_neon_dotprod)
+
+/* An AVX2 tile in the AVX2 and the AVX2 + AVX-VNNI slots: a path's own dot kernel would otherwise shadow the tile
+ * of the path it falls back to (ow_type_kernel takes the first slot found) */
+#define OW_AVX2_TILES(fn) OW_AVX2_ANY_ROWS(fn), OW_AVX2_VNNI_ANY_ROWS(fn)
 
 /* the common pattern of the x86 dot kernels: one source built for AVX2, AVX2 + AVX-VNNI and (as a 256-bit kernel
  * with EVEX VNNI, suffix _avx512_256, or a 512-bit one, suffix _avx512) AVX-512 */
@@ -59,36 +65,36 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                               OW_AVX512(tile_f16_f16_avx2)}},
     [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx2),
+                      .tile = {OW_AVX2_TILES(vec_dot_q4_0_q8_0_tile_avx2),
                                OW_AVX512_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx512)}},
     [OW_TYPE_Q4_1] = {.name = "q4_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
                       OW_WEIGHT(OW_TYPE_Q8_1, q4_1, OW_TYPE_Q4_1_R16, ow_repack_q4_1_r16),
                       .vec_dot = {OW_DOTS(q4_1_q8_1, avx512_256), OW_NEON_DOTS(q4_1_q8_1)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q4_1_q8_1_tile_avx2)}},
+                      .tile = {OW_AVX2_TILES(vec_dot_q4_1_q8_1_tile_avx2)}},
     [OW_TYPE_Q5_0] = {.name = "q5_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q5_0, OW_TYPE_Q8_0_R16, ow_repack_q5_0_r16),
                       .vec_dot = {OW_DOTS(q5_0_q8_0, avx512_256), OW_NEON_DOTS(q5_0_q8_0)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q5_0_q8_0_tile_avx2),
+                      .tile = {OW_AVX2_TILES(vec_dot_q5_0_q8_0_tile_avx2),
                                OW_AVX512_ANY_ROWS(vec_dot_q5_0_q8_0_tile_avx512)}},
     [OW_TYPE_Q5_1] = {.name = "q5_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_1),
                       OW_WEIGHT(OW_TYPE_Q8_1, q5_1, -1, NULL), .vec_dot = {OW_DOTS(q5_1_q8_1, avx512_256)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q5_1_q8_1_tile_avx2)}},
+                      .tile = {OW_AVX2_TILES(vec_dot_q5_1_q8_1_tile_avx2)}},
     [OW_TYPE_Q8_0] = {.name = "q8_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q8_0, OW_TYPE_Q8_0_R16, ow_repack_q8_0_r16),
                       OW_ACT_QUANT(q8_0), .vec_dot = {OW_DOTS(q8_0_q8_0, avx512), OW_NEON_DOTS(q8_0_q8_0)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q8_0_q8_0_tile_avx2)}},
+                      .tile = {OW_AVX2_TILES(vec_dot_q8_0_q8_0_tile_avx2)}},
     [OW_TYPE_Q8_1] = {.name = "q8_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_1), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_1)},
     [OW_TYPE_Q4_K] = {.name = "q4_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q4_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q4_K, -1, NULL), .vec_dot = {OW_DOTS(q4_K_q8_K, avx512), OW_NEON_DOTS(q4_K_q8_K)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q4_K_q8_K_tile_avx2),
+                      .tile = {OW_AVX2_TILES(vec_dot_q4_K_q8_K_tile_avx2),
                                OW_AVX512_ANY_ROWS(vec_dot_q4_K_q8_K_tile_avx512)}},
     [OW_TYPE_Q5_K] = {.name = "q5_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q5_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q5_K, -1, NULL), .vec_dot = {OW_DOTS(q5_K_q8_K, avx512)},
                       .tile = {OW_AVX512_ANY_ROWS(vec_dot_q5_K_q8_K_tile_avx512)}},
     [OW_TYPE_Q6_K] = {.name = "q6_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q6_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q6_K, -1, NULL), .vec_dot = {OW_DOTS(q6_K_q8_K, avx512), OW_NEON_DOTS(q6_K_q8_K)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q6_K_q8_K_tile_avx2),
+                      .tile = {OW_AVX2_TILES(vec_dot_q6_K_q8_K_tile_avx2),
                                OW_AVX512_ANY_ROWS(vec_dot_q6_K_q8_K_tile_avx512)}},
     [OW_TYPE_Q8_K] = {.name = "q8_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q8_K), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_K)},
