@@ -4,8 +4,9 @@
  * ROWS rows of COLS columns (in L2) against NV vectors, called over and over, so the figure is the core's
  * arithmetic alone. Minimum over the repetitions. Build and run (GHZ only scales the cycle figures):
  *   K=src/onewell/_native/kernels
- *   gcc -O3 -std=c11 -fno-math-errno -I$K -I$K/.. benchmarks/tile_kernel_cycles.c $K/vec_dot_tile_avx2.c $K/vec_dot_tile_k_avx2.c \
- *       $K/vec_dot_avx2.c -o /tmp/tkc && /tmp/tkc 2.95 */
+ *   gcc -O3 -std=c11 -fno-math-errno -I$K -I$K/.. benchmarks/tile_kernel_cycles.c $K/vec_dot_tile_avx2.c \
+ *       $K/vec_dot_tile_avx2_vnni.c $K/vec_dot_tile_k_avx2.c $K/vec_dot_avx2.c -o /tmp/tkc && /tmp/tkc 2.95
+ * On an AVX-VNNI CPU the 32-element tiles are timed in both variants (the _vnni lines). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -44,7 +45,7 @@ static void measure(const char *name, tile_fn f, size_t block_bytes, size_t act_
         if (t < best) best = t;
     }
     const double macs = (double)iters * ROWS * (double)cols * nv;
-    printf("%-6s %5ld cols %3d vectors: %5.2f MAC/cycle, %5.2f cycles per 32 per vector\n", name, (long)cols, nv,
+    printf("%-9s %5ld cols %3d vectors: %5.2f MAC/cycle, %5.2f cycles per 32 per vector\n", name, (long)cols, nv,
            macs / (best * ghz * 1e9), 32.0 * best * ghz * 1e9 / macs);
     free(w); free(x); free(y);
 }
@@ -55,6 +56,11 @@ int main(int argc, char **argv) {
     measure("q8_0", vec_dot_q8_0_q8_0_tile_avx2, 34, 34, 32, 896, nv, ghz);
     measure("q5_0", vec_dot_q5_0_q8_0_tile_avx2, 22, 34, 32, 896, nv, ghz);
     measure("q4_1", vec_dot_q4_1_q8_1_tile_avx2, 20, 36, 32, 896, nv, ghz);
+    if (__builtin_cpu_supports("avxvnni")) {
+        measure("q8_0_vnni", vec_dot_q8_0_q8_0_tile_avx2_vnni, 34, 34, 32, 896, nv, ghz);
+        measure("q5_0_vnni", vec_dot_q5_0_q8_0_tile_avx2_vnni, 22, 34, 32, 896, nv, ghz);
+        measure("q4_1_vnni", vec_dot_q4_1_q8_1_tile_avx2_vnni, 20, 36, 32, 896, nv, ghz);
+    }
     measure("q4_K", vec_dot_q4_K_q8_K_tile_avx2, 144, 292, 256, 4864, nv, ghz);
     measure("q6_K", vec_dot_q6_K_q8_K_tile_avx2, 210, 292, 256, 4864, nv, ghz);
     measure("q4_K", vec_dot_q4_K_q8_K_tile_avx2, 144, 292, 256, 1024, nv, ghz);   /* activations in L1 */

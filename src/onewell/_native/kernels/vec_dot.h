@@ -69,11 +69,16 @@ void tile_bf16_f32_avx2(OW_TILE_ARGS);   /* BF16 x F32, the same tile */
  * on CPUs without it */
 void tile_bf16_f32_avx512(OW_TILE_ARGS);
 
-/* AVX2 prefill tiles of the 32-element ggml types (vec_dot_tile_avx2.c): each row decoded once per batch */
+/* AVX2 prefill tiles of the 32-element ggml types (vec_dot_tile_avx2.c) and K-quants (vec_dot_tile_k_avx2.c): each
+ * row decoded once per batch */
 #define OW_FOR_EACH_TILE_AVX2(X) X(q8_0_q8_0) X(q4_0_q8_0) X(q5_0_q8_0) X(q4_1_q8_1) X(q5_1_q8_1) \
     X(q4_K_q8_K) X(q6_K_q8_K)
 #define OW_DECLARE_TILE_AVX2(name) void vec_dot_##name##_tile_avx2(OW_TILE_ARGS);
 OW_FOR_EACH_TILE_AVX2(OW_DECLARE_TILE_AVX2)
+/* ... the 32-element ones also with AVX-VNNI (vec_dot_tile_avx2_vnni.c) */
+#define OW_FOR_EACH_TILE_AVX2_VNNI(X) X(q8_0_q8_0) X(q4_0_q8_0) X(q5_0_q8_0) X(q4_1_q8_1) X(q5_1_q8_1)
+#define OW_DECLARE_TILE_AVX2_VNNI(name) void vec_dot_##name##_tile_avx2_vnni(OW_TILE_ARGS);
+OW_FOR_EACH_TILE_AVX2_VNNI(OW_DECLARE_TILE_AVX2_VNNI)
 /* AVX-512 VNNI prefill tiles of the offset types in their file layout (vec_dot_tile_avx512.c) */
 void vec_dot_q4_0_q8_0_tile_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_tile_avx512(OW_TILE_ARGS);
