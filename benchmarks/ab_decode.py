@@ -2,8 +2,9 @@
 
 Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk_rows`) plus the process-wide
 knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetch; default: this CPU's,
-_core.cpu_identity()) and `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
-4-row tiles). Prints tok/s per
+_core.cpu_identity()), `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
+4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
+default: this CPU's). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
 ran back to back, so a slow moment of the machine hits both).
 
@@ -22,7 +23,7 @@ from onewell.hub import ensure_model
 from onewell.models.registry import load_spec
 from onewell.runtime.native import NativeBackend
 
-KNOBS = ("r16_prefetch", "r16_row_stream")
+KNOBS = ("r16_prefetch", "r16_row_stream", "wide_tiles")
 
 
 def tg_speed(backend: NativeBackend, n_gen: int) -> float:
@@ -64,6 +65,7 @@ def main() -> None:
         for i, (v, b) in enumerate(zip(variants, backends)):
             _core.r16_prefetch(v.get("r16_prefetch", _core.cpu_identity()["default_prefetch"]))
             _core.r16_row_stream(v.get("r16_row_stream", 1))
+            _core.wide_tiles(v.get("wide_tiles", _core.cpu_identity()["default_wide_tiles"]))
             tg_speed(b, 4)  # warm this backend's caches and pool after the other ran
             speeds[i].append(measure(b))
     mb = spec.bytes_per_token() / 1e6

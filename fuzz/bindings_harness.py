@@ -118,6 +118,7 @@ CALLS: dict[str, tuple[int, Build]] = {
     "r16_prefetch": (1, lambda c, v: (v[0],)),
     "default_prefetch": (3, lambda c, v: (("amd", "intel", "")[abs(v[0]) % 3], v[1], v[2])),
     "r16_row_stream": (1, lambda c, v: (v[0],)),
+    "wide_tiles": (1, lambda c, v: (v[0],)),
     "executor_create": (5, lambda c, v: (*c.native_args, v[0], v[1], v[2], v[3], v[4])),
     "executor_forward": (4, lambda c, v: (c.executor, i32_values(v, v[0]), v[1],
                                           f32(v[2]) if v[2] % 3 else None, v[3])),
@@ -163,12 +164,13 @@ def call(name: str, ints: list[int]) -> str:
 
 
 def _knobs() -> tuple:
-    return _core.r16_prefetch(-1), _core.r16_row_stream(-1)
+    return _core.r16_prefetch(-1), _core.r16_row_stream(-1), _core.wide_tiles(-1)
 
 
 def _restore_knobs(state: tuple) -> None:  # the process-wide tuning knobs the fuzz may flip
     _core.r16_prefetch(state[0])
     _core.r16_row_stream(state[1])
+    _core.wide_tiles(state[2])
 
 
 COMMON = (0, 1, 2, 3, 4, 8, 16, 32, 64, 128, 256)

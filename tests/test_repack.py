@@ -429,3 +429,15 @@ def test_decode_prefetch_default_is_the_measured_table():
     fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.r16_prefetch(-1))"],
                            capture_output=True, text=True, check=True)
     assert int(fresh.stdout) == ident["default_prefetch"]
+
+
+def test_wide_tiles_default_follows_the_cpu():
+    """Two rows per zmm only where 512-bit work runs at full width on two ports (Intel with AMX, perf-log 24)."""
+    ident, features = _core.cpu_identity(), _core.cpu_features()
+    expected = ident["vendor"] == "intel" and bool(features["avx512f"]) and bool(features["amx_tile"])
+    assert ident["default_wide_tiles"] == int(expected)
+    before = _core.wide_tiles(-1)
+    try:
+        assert _core.wide_tiles(1 - before) == before and _core.wide_tiles(-1) == 1 - before
+    finally:
+        _core.wide_tiles(before)

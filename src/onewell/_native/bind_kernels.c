@@ -317,13 +317,15 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(before);
 }
 
-/* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch"} (x86; zeros elsewhere) */
+/* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_wide_tiles"}
+ * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""), "family",
-                         f->family, "model", f->model, "default_prefetch", (Py_ssize_t)ow_default_prefetch(f));
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""), "family",
+                         f->family, "model", f->model, "default_prefetch", (Py_ssize_t)ow_default_prefetch(f),
+                         "default_wide_tiles", ow_default_wide_tiles(f));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
@@ -354,6 +356,20 @@ static PyObject *py_r16_row_stream(PyObject *self, PyObject *args) {
     return PyLong_FromLong(before);
 }
 
+/* wide_tiles(0, 1 or -1) -> the setting before the call; -1 only reads it */
+static PyObject *py_wide_tiles(PyObject *self, PyObject *args) {
+    (void)self;
+    int on;
+    if (!PyArg_ParseTuple(args, "i", &on)) return NULL;
+    if (on < -1 || on > 1) {
+        PyErr_SetString(PyExc_ValueError, "wide_tiles: 0 (one row per ymm), 1 (two rows per zmm) or -1 (read)");
+        return NULL;
+    }
+    const int before = ow_wide_tiles();
+    if (on >= 0) ow_set_wide_tiles(on);
+    return PyLong_FromLong(before);
+}
+
 PyMethodDef ow_kernel_methods[] = {
     {"kernel_paths", py_kernel_paths, METH_NOARGS, "Kernel paths this CPU can run, e.g. ['generic', 'avx2', 'avx2-vnni', 'avx512']."},
     {"kernel_default_path", py_kernel_default_path, METH_NOARGS, "The path ow_matmul_rows uses for ow_isa_best() (honors ONEWELL_ISA)."},
@@ -368,6 +384,8 @@ PyMethodDef ow_kernel_methods[] = {
      "default_prefetch(vendor, family, model) -> software prefetch bytes chosen for such a CPU (0 = off)"},
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
      "r16_prefetch(bytes or -1) -> previous software prefetch distance of the streaming decode kernels (0 = off)"},
+    {"wide_tiles", py_wide_tiles, METH_VARARGS,
+     "wide_tiles(0, 1 or -1) -> previous setting: the AVX-512 Q4_0/Q5_0 prefill tiles hold two rows per zmm (1) or one per ymm (0)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,
      "r16_row_stream(0, 1 or -1) -> previous setting: single-vector R16 matmuls stream rows one at a time (1) or in 4-row tiles (0)"},
     {"r16_row_stride", py_r16_row_stride, METH_VARARGS, "r16_row_stride(n_cols) -> the padded Q8_0 R16 row stride"},

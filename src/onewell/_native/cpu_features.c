@@ -33,6 +33,7 @@ static void probe(ow_cpu_features *f) {
         f->avx512vl = (b >> 31) & 1;
         f->avx512_vnni = (c >> 11) & 1;
     }
+    f->amx_tile = (d >> 24) & 1;   /* reported only (never executed): marks Sapphire Rapids and later Xeons */
     __cpuid_count(7, 1, a, b, c, d);
     f->avx_vnni = (a >> 4) & 1;
     f->avx512_bf16 = zmm_ok && f->avx512f && ((a >> 5) & 1);
@@ -106,6 +107,13 @@ size_t ow_default_prefetch(const ow_cpu_features *f) {
      * Zen 3 (entry 17: without it 0.81x) and the AVX-512 machine of entry 3 gain from it, as other CPUs may. */
     if (f->amd && f->family == 0x19 && f->model >= 0x10 && f->model <= 0x1f) return 0;
     return 8192;
+}
+
+int ow_default_wide_tiles(const ow_cpu_features *f) {
+    /* Xeons with AMX (Sapphire Rapids on) run 512-bit integer and FMA work on two ports (measured, perf-log entry
+     * 24); earlier AVX-512 Intel CPUs include models with a single 512-bit FMA unit, where a zmm tile would run at
+     * half the rate of the ymm one, and Zen 4 splits 512-bit work in two: those keep the 256-bit tile. */
+    return f->intel && f->avx512f && f->amx_tile;
 }
 
 static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod", "avxvnni"};

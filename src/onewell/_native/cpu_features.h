@@ -21,6 +21,7 @@ typedef struct {
     int avx2, fma, f16c, avx_vnni;                   /* AVX2 family */
     int avx512f, avx512bw, avx512vl, avx512_vnni;    /* AVX-512 family */
     int avx512_bf16;                                 /* vdpbf16ps (Zen 4+, Sapphire Rapids+): the BF16 kernels */
+    int amx_tile;                                    /* Intel AMX (reported; picks ow_default_wide_tiles) */
     int neon, dotprod, i8mm;                         /* aarch64: AdvSIMD, sdot/udot, smmla (i8mm is reported only) */
     int amd, intel, family, model;                   /* x86: vendor and display family / model (cpuid leaf 1) */
 } ow_cpu_features;
@@ -29,6 +30,10 @@ const ow_cpu_features *ow_cpu(void);
 /* The decode kernels' software prefetch distance (bytes ahead of the weight stream, 0 = off) measured best on CPUs
  * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17 and 19), 8 KiB elsewhere. */
 size_t ow_default_prefetch(const ow_cpu_features *f);
+/* 1 where 512-bit registers run at full width on two ports, so prefill tiles gain from holding two rows per zmm
+ * register (Intel Xeons with AMX; measured on one, perf-log entry 24); 0 elsewhere: Zen 4 splits 512-bit work
+ * into two halves, some earlier Intel CPUs have one 512-bit FMA unit, and Zen 5 was never measured. */
+int ow_default_wide_tiles(const ow_cpu_features *f);
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not
  * cap). */

@@ -6,10 +6,10 @@
 static PyObject *py_cpu_features(PyObject *self, PyObject *args) {
     (void)self; (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}",
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}",
                          "avx2", f->avx2, "fma", f->fma, "f16c", f->f16c, "avx_vnni", f->avx_vnni,
                          "avx512f", f->avx512f, "avx512bw", f->avx512bw, "avx512vl", f->avx512vl,
-                         "avx512_vnni", f->avx512_vnni, "avx512_bf16", f->avx512_bf16,
+                         "avx512_vnni", f->avx512_vnni, "avx512_bf16", f->avx512_bf16, "amx_tile", f->amx_tile,
                          "neon", f->neon, "dotprod", f->dotprod, "i8mm", f->i8mm,
                          "isa", ow_isa_name(ow_isa_best()));
 }

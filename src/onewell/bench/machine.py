@@ -131,7 +131,8 @@ def isa_info() -> dict:
     ident = _core.cpu_identity()   # the decode prefetch distance depends on it (perf-log entry 19)
     cpu_id = f"{ident['vendor']} family {ident['family']} model {ident['model']}" if ident["vendor"] else None
     return {"isa": isa, "kernel_path": default_path(), "cpu_features": {k: bool(v) for k, v in features.items()},
-            "cpu_id": cpu_id, "decode_prefetch_bytes": _core.r16_prefetch(-1)}
+            "cpu_id": cpu_id, "decode_prefetch_bytes": _core.r16_prefetch(-1),
+            "wide_tiles": bool(_core.wide_tiles(-1))}   # AVX-512 prefill tiles, two rows per zmm (perf-log 24)
 
 
 def machine_info() -> dict:

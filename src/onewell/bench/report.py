@@ -68,6 +68,7 @@ SCHEMA: dict = {
                 "isa_override": _str_or_null,
                 "cpu_id": _str_or_null,
                 "decode_prefetch_bytes": _int_or_null,
+                "wide_tiles": {"type": ["boolean", "null"]},
                 "cpu_features": {"type": "object", "additionalProperties": {"type": "boolean"}},
                 "os": {"type": "string"},
                 "python": {"type": "string"},
@@ -361,7 +362,8 @@ def render_header(report: dict) -> list[str]:
         f"{', virtualized' if m.get('virtualized') else ''}); ISA {m['isa'] or '?'}, kernel path "
         f"{m['kernel_path'] or '?'}{' (ONEWELL_ISA=' + m['isa_override'] + ')' if m.get('isa_override') else ''}"
         + (f"; {m['cpu_id']}" if m.get("cpu_id") else "")
-        + (f", decode prefetch {m['decode_prefetch_bytes']} B" if m.get("decode_prefetch_bytes") is not None else ""),
+        + (f", decode prefetch {m['decode_prefetch_bytes']} B" if m.get("decode_prefetch_bytes") is not None else "")
+        + (", 512-bit prefill tiles" if m.get("wide_tiles") and m.get("kernel_path") == "avx512" else ""),
         f"threads: {', '.join(map(str, s['threads']))}; {placement_note(m, s['threads'])}",
         f"engine:  onewell {m['onewell_version']}, backend {s['backend']} ({s['backend_class']}"
         + (f", KV cache {s['kv_type']}" if s.get("kv_type") else "")

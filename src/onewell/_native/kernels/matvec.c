@@ -54,6 +54,9 @@ size_t ow_r16_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : ow
 size_t ow_r16_tile_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : OW_R16_TILE_PREFETCH; }
 void ow_r16_set_row_stream(int on) { r16_row_stream_on = on != 0; }
 int ow_r16_row_stream(void) { return r16_row_stream_on; }
+static _Atomic int wide_tiles = -1;   /* -1: this CPU's default */
+void ow_set_wide_tiles(int on) { wide_tiles = on != 0; }
+int ow_wide_tiles(void) { const int w = wide_tiles; return w >= 0 ? w : ow_default_wide_tiles(ow_cpu()); }
 
 /* --- paths ------------------------------------------------------------------------------------------------ */
 
