@@ -3,7 +3,7 @@
 Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk_rows`) plus the process-wide
 knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetch; default: this CPU's,
 _core.cpu_identity()), `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
-4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
+4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0/F16 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
 default: this CPU's). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
 ran back to back, so a slow moment of the machine hits both).

@@ -230,16 +230,17 @@ def test_unaligned_weights_and_single_vector(wt):
 
 
 @pytest.mark.skipif("avx512" not in PATHS, reason="the AVX-512 tiles need an AVX-512 CPU")
-@pytest.mark.parametrize("wt", [T.Q4_0, T.Q5_0], ids=lambda t: t.name)
+@pytest.mark.parametrize("wt", [T.Q4_0, T.Q5_0, T.F16], ids=lambda t: t.name)
 def test_wide_avx512_tiles_equal_the_narrow_ones(wt):
-    """The AVX-512 Q4_0/Q5_0 tiles hold two rows per zmm register where the CPU runs 512-bit work at full width
+    """The AVX-512 Q4_0/Q5_0/F16 tiles hold two rows per zmm register where the CPU runs 512-bit work at full width
     (_core.wide_tiles): bit for bit the one-row-per-ymm tile and the decode kernel, for row counts that leave 0-7
-    rows to the narrow tile and vector counts that leave 0-3 to the last pass."""
+    rows to the narrow tile, vector counts that leave 0-5 to the last pass and (F16) column tails."""
     rng = np.random.default_rng(31 + int(wt))
     before = _core.wide_tiles(-1)
     try:
-        for rows, blocks, n_vec in [(8, 28, 2), (17, 28, 5), (12, 3, 9), (16, 152, 3), (9, 512, 4), (23, 1, 7)]:
-            cols = 32 * blocks
+        for rows, blocks, n_vec in [(8, 28, 2), (17, 28, 5), (12, 3, 9), (16, 152, 3), (9, 512, 4), (23, 1, 7),
+                                    (10, 7, 17), (3, 4, 6)]:
+            cols = 32 * blocks + (13 if wt == T.F16 else 0)
             raw = random_weight(rng, wt, rows, cols)
             x = rng.standard_normal((n_vec, cols)).astype(np.float32)
             _core.wide_tiles(0)

@@ -385,7 +385,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
      "r16_prefetch(bytes or -1) -> previous software prefetch distance of the streaming decode kernels (0 = off)"},
     {"wide_tiles", py_wide_tiles, METH_VARARGS,
-     "wide_tiles(0, 1 or -1) -> previous setting: the AVX-512 Q4_0/Q5_0 prefill tiles hold two rows per zmm (1) or one per ymm (0)"},
+     "wide_tiles(0, 1 or -1) -> previous setting: the AVX-512 Q4_0/Q5_0/F16 prefill tiles hold two rows per zmm (1) or one per ymm (0)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,
      "r16_row_stream(0, 1 or -1) -> previous setting: single-vector R16 matmuls stream rows one at a time (1) or in 4-row tiles (0)"},
     {"r16_row_stride", py_r16_row_stride, METH_VARARGS, "r16_row_stride(n_cols) -> the padded Q8_0 R16 row stride"},

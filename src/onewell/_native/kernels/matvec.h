@@ -124,7 +124,7 @@ size_t ow_r16_prefetch(void);
 size_t ow_r16_tile_prefetch(void);
 void ow_r16_set_row_stream(int on);
 int ow_r16_row_stream(void);
-/* Whether the AVX-512 prefill tiles of Q4_0 / Q5_0 hold two rows per zmm register (1) or one per ymm (0): until
+/* Whether the AVX-512 prefill tiles of Q4_0 / Q5_0 / F16 hold two rows per zmm register (1) or one per ymm (0): until
  * set, this CPU's ow_default_wide_tiles (docs/perf-log.md, entry 24). The results are the same either way. */
 void ow_set_wide_tiles(int on);
 int ow_wide_tiles(void);

@@ -64,6 +64,7 @@ void vec_dot_q4_1r16_q8_0r16_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a time, n_vec vectors per load */
 void tile_f16_f16_avx2(OW_TILE_ARGS);    /* F16 x F16, 4 rows x 3 vectors per load (tile_f16_bf16_avx2.c) */
+void tile_f16_f16_avx512(OW_TILE_ARGS);  /* the same, two rows per zmm where ow_wide_tiles (tile_f16_avx512.c) */
 void tile_bf16_f32_avx2(OW_TILE_ARGS);   /* BF16 x F32, the same tile */
 /* BF16 with AVX512-BF16 (vec_dot_bf16_avx512.c), decode and prefill: activations rounded to bf16; the AVX2 kernels
  * on CPUs without it */
