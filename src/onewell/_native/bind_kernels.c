@@ -342,32 +342,29 @@ static PyObject *py_default_prefetch(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(ow_default_prefetch(&f));
 }
 
-/* r16_row_stream(0, 1 or -1) -> the setting before the call; -1 only reads it */
-static PyObject *py_r16_row_stream(PyObject *self, PyObject *args) {
-    (void)self;
+/* An on/off knob: knob(0, 1 or -1) -> the setting before the call; -1 only reads it */
+static PyObject *switch_knob(PyObject *args, const char *usage, int (*get)(void), void (*set)(int)) {
     int on;
     if (!PyArg_ParseTuple(args, "i", &on)) return NULL;
     if (on < -1 || on > 1) {
-        PyErr_SetString(PyExc_ValueError, "r16_row_stream: 0 (4-row tiles), 1 (rows one at a time) or -1 (read)");
+        PyErr_SetString(PyExc_ValueError, usage);
         return NULL;
     }
-    const int before = ow_r16_row_stream();
-    if (on >= 0) ow_r16_set_row_stream(on);
+    const int before = get();
+    if (on >= 0) set(on);
     return PyLong_FromLong(before);
 }
 
-/* wide_tiles(0, 1 or -1) -> the setting before the call; -1 only reads it */
+static PyObject *py_r16_row_stream(PyObject *self, PyObject *args) {
+    (void)self;
+    return switch_knob(args, "r16_row_stream: 0 (4-row tiles), 1 (rows one at a time) or -1 (read)",
+                       ow_r16_row_stream, ow_r16_set_row_stream);
+}
+
 static PyObject *py_wide_tiles(PyObject *self, PyObject *args) {
     (void)self;
-    int on;
-    if (!PyArg_ParseTuple(args, "i", &on)) return NULL;
-    if (on < -1 || on > 1) {
-        PyErr_SetString(PyExc_ValueError, "wide_tiles: 0 (one row per ymm), 1 (two rows per zmm) or -1 (read)");
-        return NULL;
-    }
-    const int before = ow_wide_tiles();
-    if (on >= 0) ow_set_wide_tiles(on);
-    return PyLong_FromLong(before);
+    return switch_knob(args, "wide_tiles: 0 (one row per ymm), 1 (two rows per zmm) or -1 (read)", ow_wide_tiles,
+                       ow_set_wide_tiles);
 }
 
 PyMethodDef ow_kernel_methods[] = {
