@@ -1,8 +1,8 @@
 """A/B decode speed of engine settings, interleaved in one process (A B A B ...), as the perf log wants.
 
 Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk_rows`) plus the process-wide
-knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetch; default: this CPU's,
-_core.cpu_identity()), `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
+knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetch for every stream; default: this
+CPU's, _core.cpu_identity(), which may differ for F16), `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
 4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0/F16 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
 default: this CPU's). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
@@ -63,7 +63,7 @@ def main() -> None:
     speeds = [[] for _ in variants]
     for _ in range(args.reps):
         for i, (v, b) in enumerate(zip(variants, backends)):
-            _core.r16_prefetch(v.get("r16_prefetch", _core.cpu_identity()["default_prefetch"]))
+            _core.r16_prefetch(v.get("r16_prefetch", -2))   # -2: this CPU's defaults
             _core.r16_row_stream(v.get("r16_row_stream", 1))
             _core.wide_tiles(v.get("wide_tiles", _core.cpu_identity()["default_wide_tiles"]))
             tg_speed(b, 4)  # warm this backend's caches and pool after the other ran

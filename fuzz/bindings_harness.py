@@ -168,7 +168,8 @@ def _knobs() -> tuple:
 
 
 def _restore_knobs(state: tuple) -> None:  # the process-wide tuning knobs the fuzz may flip
-    _core.r16_prefetch(state[0])
+    default = _core.cpu_identity()["default_prefetch"]
+    _core.r16_prefetch(-2 if state[0] == default else state[0])   # -2: unset, each stream's own default again
     _core.r16_row_stream(state[1])
     _core.wide_tiles(state[2])
 

@@ -303,28 +303,32 @@ static PyObject *py_r16_row_stride(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(ow_q8_0_r16_row_stride(n_cols));
 }
 
-/* r16_prefetch(bytes or -1) -> the distance in effect before the call; -1 only reads it */
+/* r16_prefetch(bytes, -1 or -2) -> the distance in effect before the call; -1 only reads it, -2 goes back to this
+ * CPU's defaults (one for F16 streams, one for the others: ow_default_f16_prefetch, ow_default_prefetch) */
 static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
     (void)self;
     long long bytes;
     if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
-    if (bytes < -1 || bytes > (1LL << 24)) {
-        PyErr_SetString(PyExc_ValueError, "r16_prefetch: bytes must be -1 (read) or 0 .. 16 MiB");
+    if (bytes < -2 || bytes > (1LL << 24)) {
+        PyErr_SetString(PyExc_ValueError, "r16_prefetch: bytes must be 0 .. 16 MiB, -1 (read) or -2 (the defaults)");
         return NULL;
     }
     const size_t before = ow_r16_prefetch();
     if (bytes >= 0) ow_r16_set_prefetch((size_t)bytes);
+    if (bytes == -2) ow_r16_reset_prefetch();
     return PyLong_FromSize_t(before);
 }
 
-/* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_wide_tiles"}
+/* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
+ * "default_wide_tiles"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""), "family",
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""), "family",
                          f->family, "model", f->model, "default_prefetch", (Py_ssize_t)ow_default_prefetch(f),
+                         "default_f16_prefetch", (Py_ssize_t)ow_default_f16_prefetch(f),
                          "default_wide_tiles", ow_default_wide_tiles(f));
 }
 

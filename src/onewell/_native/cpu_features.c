@@ -109,6 +109,10 @@ size_t ow_default_prefetch(const ow_cpu_features *f) {
     return 8192;
 }
 
+size_t ow_default_f16_prefetch(const ow_cpu_features *f) {
+    return f->intel && f->amx_tile ? 16384 : ow_default_prefetch(f);
+}
+
 int ow_default_wide_tiles(const ow_cpu_features *f) {
     /* Xeons with AMX (Sapphire Rapids on) run 512-bit integer and FMA work on two ports (measured, perf-log entry
      * 24); earlier AVX-512 Intel CPUs include models with a single 512-bit FMA unit, where a zmm tile would run at

@@ -30,6 +30,9 @@ const ow_cpu_features *ow_cpu(void);
 /* The decode kernels' software prefetch distance (bytes ahead of the weight stream, 0 = off) measured best on CPUs
  * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17 and 19), 8 KiB elsewhere. */
 size_t ow_default_prefetch(const ow_cpu_features *f);
+/* ... of the F16 decode streams (2 bytes a weight), where measured apart: 16 KiB on Intel Xeons with AMX (1.09-1.15x
+ * faster F16 decode there than at 8 KiB, perf-log entry 24); elsewhere ow_default_prefetch. */
+size_t ow_default_f16_prefetch(const ow_cpu_features *f);
 /* 1 where 512-bit registers run at full width on two ports, so prefill tiles gain from holding two rows per zmm
  * register (Intel Xeons with AMX; measured on one, perf-log entry 24); 0 elsewhere: Zen 4 splits 512-bit work
  * into two halves, some earlier Intel CPUs have one 512-bit FMA unit, and Zen 5 was never measured. */

@@ -48,7 +48,9 @@ static _Atomic size_t r16_prefetch_bytes;
 static _Atomic int r16_prefetch_set = 0;   /* 1 once ow_r16_set_prefetch was called; until then the defaults */
 static _Atomic int r16_row_stream_on = 1;
 void ow_r16_set_prefetch(size_t bytes) { r16_prefetch_bytes = bytes; r16_prefetch_set = 1; }
+void ow_r16_reset_prefetch(void) { r16_prefetch_set = 0; }
 size_t ow_r16_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : ow_default_prefetch(ow_cpu()); }
+size_t ow_f16_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : ow_default_f16_prefetch(ow_cpu()); }
 /* The R16 row tiles (4 interleaved row streams, prefill) gain from software prefetch even where single-row decode
  * streams do not (Zen 4, pp128 1.05x with it, perf-log entry 19): they take the knob once it is set, else 8 KiB. */
 size_t ow_r16_tile_prefetch(void) { return r16_prefetch_set ? r16_prefetch_bytes : OW_R16_TILE_PREFETCH; }

@@ -118,7 +118,10 @@ size_t ow_q4_1_r16_row_stride(int64_t n_cols);  /* its padded stride: a multiple
  * ow_default_prefetch), and whether single-vector calls stream rows one at a time (1, default) or in 4-row
  * tiles (0). */
 void ow_r16_set_prefetch(size_t bytes);
+void ow_r16_reset_prefetch(void);   /* back to this CPU's defaults */
 size_t ow_r16_prefetch(void);
+/* the distance of the F16 decode streams: the knob once set, else this CPU's ow_default_f16_prefetch */
+size_t ow_f16_prefetch(void);
 /* the distance of the R16 row tiles (prefill): the knob once set, else OW_R16_TILE_PREFETCH */
 #define OW_R16_TILE_PREFETCH 8192
 size_t ow_r16_tile_prefetch(void);
