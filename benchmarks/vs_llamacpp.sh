@@ -5,7 +5,7 @@
 #   2. runs `onewell bench MODEL --vs llama.cpp=...` (interleaved A B A B repetitions) on the Q8_0 and Q4_K_M
 #      qwen2.5-coder-0.5b models, writing a table, JSON and a plot per model.
 #
-# usage: benchmarks/vs_llamacpp.sh [--isa avx2] [onewell bench options, e.g. -t 1,2 -r 10]
+# usage: benchmarks/vs_llamacpp.sh [--isa avx2|avxvnni] [onewell bench options, e.g. -t 1,2 -r 10]
 #   --isa avx2: compare the AVX2 paths on any x86 machine: a second llama-bench built with AVX-512 and AVX-VNNI off
 #     (-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF, into build-avx2/) against
 #     `onewell bench --isa avx2`; on an AVX2-only CPU both builds are AVX2 and the native one is used

@@ -384,7 +384,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"default_prefetch", py_default_prefetch, METH_VARARGS,
      "default_prefetch(vendor, family, model) -> software prefetch bytes chosen for such a CPU (0 = off)"},
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
-     "r16_prefetch(bytes or -1) -> previous software prefetch distance of the streaming decode kernels (0 = off)"},
+     "r16_prefetch(bytes, -1 or -2) -> previous software prefetch distance of the streaming decode kernels (0 = off; -1 reads, -2 returns to this CPU's defaults)"},
     {"wide_tiles", py_wide_tiles, METH_VARARGS,
      "wide_tiles(0, 1 or -1) -> previous setting: the AVX-512 Q4_0/Q5_0/F16 prefill tiles hold two rows per zmm (1) or one per ymm (0)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,

@@ -45,7 +45,7 @@ size_t ow_q4_1_r16_row_stride(int64_t n_cols) { return ow_q41r16_row_stride(n_co
 /* One core's memory-level parallelism, not instructions, limits the R16 kernel (docs/perf-log.md, entry 3):
  * streaming rows one at a time with software prefetch ahead of the stream beat 4-row tiles without it. */
 static _Atomic size_t r16_prefetch_bytes;
-static _Atomic int r16_prefetch_set = 0;   /* 1 once ow_r16_set_prefetch was called; until then the defaults */
+static _Atomic int r16_prefetch_set = 0;   /* 1 after ow_r16_set_prefetch (until ow_r16_reset_prefetch): else the defaults */
 static _Atomic int r16_row_stream_on = 1;
 void ow_r16_set_prefetch(size_t bytes) { r16_prefetch_bytes = bytes; r16_prefetch_set = 1; }
 void ow_r16_reset_prefetch(void) { r16_prefetch_set = 0; }

@@ -10,7 +10,7 @@
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
-#include <immintrin.h>
+#include "tile_avx2.h"   /* ta_hsum: the dots' horizontal sum */
 
 #define TZ_TGT __attribute__((target("avx512f,avx512vl,avx2,fma,f16c")))
 #define TZ_ALWAYS TZ_TGT static inline __attribute__((always_inline))
@@ -18,13 +18,6 @@
 #define TZ_P 4                  /* row pairs per block: each activation conversion serves 8 rows */
 #define SPAN 512                /* the 256-bit tile's column groups and its one-group limit */
 #define SPAN_BYTES (16 << 10)
-
-TZ_ALWAYS float hsum8(__m256 v) {   /* = the dots' hsum_ps */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 TZ_ALWAYS __m256 high8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
@@ -51,7 +44,7 @@ TZ_ALWAYS void columns8(int64_t i, const uint8_t *w, size_t stride, const int P,
 }
 
 /* 2P rows (P = 1, 2 or 4 pairs) x V vectors: y[v * y_stride + r], as tile_f16_bf16_avx2.c's block: the four
- * phases are four passes over SPAN-column groups, each with its P x V chains (at least 6 FMAs in flight). */
+ * phases are four passes over SPAN-column groups, each with its P x V chains. */
 TZ_ALWAYS void block(int64_t n, const uint8_t *w, size_t stride, const int P, const uint8_t *x, size_t x_stride,
                      const int V, float *y, int64_t y_stride) {
     const int64_t n32 = n & ~(int64_t)31;
@@ -87,7 +80,7 @@ TZ_ALWAYS void block(int64_t n, const uint8_t *w, size_t stride, const int P, co
                     tail += _cvtsh_ss(wh) * _cvtsh_ss(xh);
                 }
                 const __m256 half = h ? high8(acc[p][v]) : _mm512_castps512_ps256(acc[p][v]);
-                y[(int64_t)v * y_stride + 2 * p + h] = hsum8(half) + tail;
+                y[(int64_t)v * y_stride + 2 * p + h] = ta_hsum(half) + tail;
             }
 }
 
@@ -95,7 +88,8 @@ TZ_ALWAYS void block(int64_t n, const uint8_t *w, size_t stride, const int P, co
 TZ_ALWAYS void rows_all_vectors(int64_t n, const uint8_t *w, size_t stride, const int P, const uint8_t *x,
                                 size_t x_stride, int n_vec, float *y, int64_t y_stride) {
     int v = 0;
-    for (; v + TZ_V <= n_vec; v += TZ_V) block(n, w, stride, P, x + v * x_stride, x_stride, TZ_V, y + v * y_stride, y_stride);
+    for (; v + TZ_V <= n_vec; v += TZ_V)
+        block(n, w, stride, P, x + v * x_stride, x_stride, TZ_V, y + v * y_stride, y_stride);
     switch (n_vec - v) {
     case 5: block(n, w, stride, P, x + v * x_stride, x_stride, 5, y + v * y_stride, y_stride); break;
     case 4: block(n, w, stride, P, x + v * x_stride, x_stride, 4, y + v * y_stride, y_stride); break;
