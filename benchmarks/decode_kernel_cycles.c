@@ -17,6 +17,7 @@
 #include "vec_dot.h"
 
 size_t ow_r16_prefetch(void) { return 0; }   /* the rows are in L1: no software prefetch */
+size_t ow_f16_prefetch(void) { return 0; }
 int ow_r16_row_stream(void) { return 1; }
 
 typedef void (*dot_fn)(OW_DOT_ARGS);

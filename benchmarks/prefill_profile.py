@@ -1,6 +1,6 @@
 """Where a prefill step's time goes: the native backend's per-op timers over pp forwards of N random tokens.
 
-`onewell bench` profiles generated tokens (decode); this does the same for a prompt (chunks of max_batch = 64
+`onewell bench` profiles generated tokens (decode); this does the same for a prompt (chunks of max_batch = 128
 tokens), after one untimed forward:
     python benchmarks/prefill_profile.py MODEL [THREADS] [N]     (defaults: 1 thread, 128 tokens)
 """

@@ -1,11 +1,12 @@
 /* Cycles per 32 elements per vector of the AVX2 prefill tiles with everything in L1/L2, one thread.
  *
  * tile_throughput.py times the tiles on real weight matrices (rows streamed from memory); this takes memory out:
- * ROWS rows of COLS columns (in L2) against NV vectors, called over and over, so the figure is the core's
+ * ROWS rows (one matmul chunk) of COLS columns (in L2) against NV vectors, called over and over, so the figure is the core's
  * arithmetic alone. Minimum over the repetitions. Build and run (GHZ only scales the cycle figures):
  *   K=src/onewell/_native/kernels
  *   gcc -O3 -std=c11 -fno-math-errno -I$K -I$K/.. benchmarks/tile_kernel_cycles.c $K/vec_dot_tile_avx2.c \
- *       $K/vec_dot_tile_avx2_vnni.c $K/vec_dot_tile_k_avx2.c $K/vec_dot_avx2.c -o /tmp/tkc && /tmp/tkc 2.95
+ *       $K/vec_dot_tile_avx2_vnni.c $K/vec_dot_tile_k_avx2.c $K/gemm_q8_0_f32_avx2.c $K/vec_dot_avx2.c \
+ *       -o /tmp/tkc && /tmp/tkc 2.95
  * On an AVX-VNNI CPU the 32-element tiles are timed in both variants (the _vnni lines). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -16,10 +17,11 @@
 #include "vec_dot.h"
 
 size_t ow_r16_prefetch(void) { return 0; }
+size_t ow_f16_prefetch(void) { return 0; }
 int ow_r16_row_stream(void) { return 1; }
 
 typedef void (*tile_fn)(OW_TILE_ARGS);
-enum { ROWS = 16, REPS = 21 };
+enum { ROWS = 128, REPS = 21 };   /* a matmul chunk: the executor calls a tile with 128 rows */
 
 static double now(void) {
     struct timespec t;
@@ -53,11 +55,10 @@ static void measure(const char *name, tile_fn f, size_t block_bytes, size_t act_
 int main(int argc, char **argv) {
     const double ghz = argc > 1 ? atof(argv[1]) : 3.0;
     const int nv = argc > 2 ? atoi(argv[2]) : 16;
-    measure("q8_0", vec_dot_q8_0_q8_0_tile_avx2, 34, 34, 32, 896, nv, ghz);
+    measure("q8_0 gemm", vec_dot_q8_0_q8_0_gemm_avx2, 34, 34, 32, 896, nv, ghz);
     measure("q5_0", vec_dot_q5_0_q8_0_tile_avx2, 22, 34, 32, 896, nv, ghz);
     measure("q4_1", vec_dot_q4_1_q8_1_tile_avx2, 20, 36, 32, 896, nv, ghz);
     if (__builtin_cpu_supports("avxvnni")) {
-        measure("q8_0_vnni", vec_dot_q8_0_q8_0_tile_avx2_vnni, 34, 34, 32, 896, nv, ghz);
         measure("q5_0_vnni", vec_dot_q5_0_q8_0_tile_avx2_vnni, 22, 34, 32, 896, nv, ghz);
         measure("q4_1_vnni", vec_dot_q4_1_q8_1_tile_avx2_vnni, 20, 36, 32, 896, nv, ghz);
     }
@@ -65,6 +66,6 @@ int main(int argc, char **argv) {
     measure("q6_K", vec_dot_q6_K_q8_K_tile_avx2, 210, 292, 256, 4864, nv, ghz);
     measure("q4_K", vec_dot_q4_K_q8_K_tile_avx2, 144, 292, 256, 1024, nv, ghz);   /* activations in L1 */
     measure("q6_K", vec_dot_q6_K_q8_K_tile_avx2, 210, 292, 256, 1024, nv, ghz);
-    measure("q8_0", vec_dot_q8_0_q8_0_tile_avx2, 34, 34, 32, 256, nv, ghz);
+    measure("q8_0 gemm", vec_dot_q8_0_q8_0_gemm_avx2, 34, 34, 32, 256, nv, ghz);
     return 0;
 }

@@ -5,15 +5,27 @@ longer prompts in chunks of `max_batch`); decoding the same tokens one at a time
 The matmul kernels compute every activation vector with the same arithmetic whatever the batch size, so the
 two paths agree to float rounding; the bound below (1e-3 nats) is far under any real bug (a wrong causal mask or
 position shifts log-probs by whole nats) and above the rounding seen (~1e-5).
+
+One exception, asked of the kernel table (native_kernels.batch_exact): Q8_0 on the AVX2 paths runs batches of 32+
+vectors as a float GEMM (kernels/gemm_q8_0_f32_avx2.c), equal to the int8 kernel to float rounding (~1e-7). In a
+model whose layers hold Q8_0 matrices (Qwen2.5-0.5B Q4_K_M: attn_v) that rounding flips some later 8-bit
+activation roundings, and the two paths then differ at the size of onewell's distance to llama.cpp (llama.cpp's
+own batched and one-token kernels differ the same way): measured on Qwen Q4_K_M over each step's top 10, mean
+0.060 / max 0.60 nats for the 65-token prompt here (0.03 / 0.16 over 40 random tokens). There the bound is the
+golden tests' kind (NOISE_MEAN / NOISE_MAX, ~30 % over the measurement; a RoPE base halved is mean 0.13 / max
+2.7, a wrong mask or position whole nats), and the greedy token must agree wherever the sequential run's top-2
+margin exceeds twice NOISE_MAX.
 """
 import numpy as np
 import pytest
 
 from onewell.gguf import GGUFReader
 from onewell.models.registry import load_spec
+from onewell.runtime import native_kernels as nk
 from onewell.runtime.native import NativeBackend
 
 TOLERANCE_NATS = 1e-3
+NOISE_MEAN, NOISE_MAX = 0.08, 0.8   # nats over each step's top 10, where a float GEMM runs in the layers
 MAX_BATCH = 64
 # the lengths the prefill issue names: tiny, around a 32-row tile, long, and longer than one chunk
 PROMPT_LENGTHS = (1, 2, 31, 32, 33, 300, MAX_BATCH + 1)
@@ -37,6 +49,22 @@ def qwen_spec(qwen_q4km_path):
 
 def prompt(n: int, n_vocab: int) -> list[int]:
     return np.random.default_rng(n).integers(0, n_vocab, size=n).tolist()
+
+
+def layers_batch_exact(spec, n_vec: int) -> bool:
+    """Whether every layer matrix of the model gives each of n_vec batched vectors exactly its one-vector result"""
+    return all(nk.batch_exact(w.ggml_type, n_vec) for layer in spec.layers for w in layer.tensors.values()
+               if len(w.shape) == 2)
+
+
+def check_within_noise(batched: np.ndarray, sequential: np.ndarray, what: str) -> None:
+    lb, ls = log_softmax(batched), log_softmax(sequential)
+    top = np.argsort(-ls, axis=-1)[:, :10]
+    diff = np.abs(np.take_along_axis(lb, top, -1) - np.take_along_axis(ls, top, -1))
+    assert diff.mean() < NOISE_MEAN and diff.max() < NOISE_MAX, f"{what}: mean {diff.mean():.3f} max {diff.max():.3f}"
+    margin = np.take_along_axis(ls, top[:, :1], -1)[:, 0] - np.take_along_axis(ls, top[:, 1:2], -1)[:, 0]
+    clear = margin > 2 * NOISE_MAX
+    assert (batched.argmax(-1)[clear] == sequential.argmax(-1)[clear]).all(), what
 
 
 def batched_vs_sequential(spec, ids: list[int]) -> tuple[float, np.ndarray, np.ndarray]:
@@ -63,7 +91,10 @@ def test_batched_prefill_equals_token_by_token_smollm(smollm_spec, n):
 def test_batched_prefill_equals_token_by_token_qwen(qwen_spec, n):
     ids = prompt(n, qwen_spec.config.n_vocab)
     err, batched, sequential = batched_vs_sequential(qwen_spec, ids)
-    assert err < TOLERANCE_NATS, f"prompt of {n}: max |log-prob difference| {err:.2e}"
+    if layers_batch_exact(qwen_spec, min(n, MAX_BATCH)):
+        assert err < TOLERANCE_NATS, f"prompt of {n}: max |log-prob difference| {err:.2e}"
+    else:
+        check_within_noise(batched, sequential, f"prompt of {n} through the float GEMM")
 
 
 @pytest.mark.model
@@ -81,12 +112,18 @@ def test_last_layer_finishes_only_the_output_rows(smollm_spec, n):
     """Without all_logits the last layer's output projection and FFN run only for the rows the output reads
     (the last token; none in a chunk that only fills the cache), as llama.cpp does. Those rows' arithmetic does
     not depend on the batch, so the last logits and the greedy token are the very floats of the all-logits run,
-    and the KV cache is the same: the next token decodes to the same logits."""
+    and the KV cache is the same: the next token decodes to the same logits. (Where the output matrix's type runs
+    a float GEMM for the all-logits batch, its last row equals the one-row projection to float rounding: the
+    last layer, nothing downstream amplifies it.)"""
     ids = prompt(n, smollm_spec.config.n_vocab)
     every, last, greedy = (NativeBackend(smollm_spec, n_ctx=256, threads=2, max_batch=MAX_BATCH) for _ in range(3))
     all_rows = every.forward(ids, all_logits=True)
-    np.testing.assert_array_equal(last.forward(ids, copy=True), all_rows[-1])
-    assert greedy.forward_argmax(ids) == int(np.argmax(all_rows[-1]))
+    last_logits = last.forward(ids, copy=True)
+    if nk.batch_exact(smollm_spec.output.ggml_type, min(n, MAX_BATCH)):
+        np.testing.assert_array_equal(last_logits, all_rows[-1])
+    else:
+        np.testing.assert_allclose(last_logits, all_rows[-1], rtol=0, atol=1e-5 * np.abs(all_rows[-1]).max())
+    assert greedy.forward_argmax(ids) == int(np.argmax(last_logits))
     nxt = [int(np.argmax(all_rows[-1]))]
     after = [b.forward(nxt, copy=True) for b in (every, last, greedy)]
     np.testing.assert_array_equal(after[1], after[0])

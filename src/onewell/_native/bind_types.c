@@ -24,21 +24,37 @@ static PyObject *kernel_names(const ow_type_traits_t *t, int activation) {
     return out;
 }
 
+/* {path name: the batch size from which its matmul is a float GEMM, or None: every batch gives each vector bit for
+ * bit what it gets alone} (type_traits.h, float_gemm) */
+static PyObject *float_gemm_from(const ow_type_traits_t *t) {
+    PyObject *out = PyDict_New();
+    for (int p = 0; out && p < OW_KPATH_COUNT; p++) {
+        ow_tile_slot tile;
+        ow_dot_slot dot;
+        ow_type_kernel(t, (ow_kpath)p, &tile, &dot);
+        PyObject *v = tile.fn && tile.float_gemm ? PyLong_FromLong(tile.float_gemm) : Py_NewRef(Py_None);
+        if (!v || PyDict_SetItemString(out, ow_kpath_name((ow_kpath)p), v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
 static PyObject *optional_type(int t) { return t >= 0 ? PyLong_FromLong(t) : Py_NewRef(Py_None); }
 
 static PyObject *row_dict(int id, const ow_type_traits_t *t) {
-    PyObject *kernels = kernel_names(t, 0), *act_quant = kernel_names(t, 1);
+    PyObject *kernels = kernel_names(t, 0), *act_quant = kernel_names(t, 1), *exact = float_gemm_from(t);
     PyObject *row = NULL;
-    if (kernels && act_quant)
-        row = Py_BuildValue("{s:i,s:s,s:L,s:n,s:N,s:N,s:O,s:O,s:O,s:O,s:O}", "id", id, "name", t->name,
+    if (kernels && act_quant && exact)
+        row = Py_BuildValue("{s:i,s:s,s:L,s:n,s:N,s:N,s:O,s:O,s:O,s:O,s:O,s:O}", "id", id, "name", t->name,
                             "block_size", (long long)t->block_size, "block_bytes", (Py_ssize_t)t->block_bytes,
                             "act_type", optional_type(t->act_type), "repack_to", optional_type(t->repack_to),
                             "executor_weight", t->executor_weight ? Py_True : Py_False,
                             "repacked", t->repacked ? Py_True : Py_False,
                             "dequant_row", t->to_float ? Py_True : Py_False, "kernels", kernels,
-                            "act_quant", act_quant);
+                            "act_quant", act_quant, "float_gemm_from", exact);
     Py_XDECREF(kernels);
     Py_XDECREF(act_quant);
+    Py_XDECREF(exact);
     return row;
 }
 

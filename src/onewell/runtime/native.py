@@ -10,7 +10,7 @@ copies cost memory,
 shown by info()["repacked"]. Inputs longer than max_batch are run in chunks of max_batch tokens; chunks
 before the last skip the output projection unless every token's logits are wanted.
 
-    backend = NativeBackend(spec, n_ctx=4096, threads=None, max_batch=64)
+    backend = NativeBackend(spec, n_ctx=4096, threads=None, max_batch=128)
     logits = backend.forward(prompt_ids)       # (n_vocab,) float32, read-only, valid until the next call
     token = backend.forward_argmax([token])    # greedy: no logits copied out
 """
@@ -22,7 +22,7 @@ import numpy as np
 
 from onewell._native import _core
 from onewell.models.base import ModelSpec
-from onewell.runtime.native_multi import NativeMultiBackend, NativeSequence, physical_cores
+from onewell.runtime.native_multi import DEFAULT_MAX_BATCH, NativeMultiBackend, NativeSequence, physical_cores
 from onewell.runtime.plan import check_room, check_tokens
 
 __all__ = ["NativeBackend", "physical_cores"]
@@ -36,7 +36,7 @@ class NativeBackend(NativeSequence):
     (no per-token sequence and position arrays, greedy argmax inside C, last-token logits in one reused buffer);
     plus the engine's profiling, info and thread count."""
 
-    def __init__(self, spec: ModelSpec, n_ctx: int = 4096, threads: int | None = None, max_batch: int = 64,
+    def __init__(self, spec: ModelSpec, n_ctx: int = 4096, threads: int | None = None, max_batch: int = DEFAULT_MAX_BATCH,
                  isa: str | None = None, chunk_rows: int | None = None, repack: bool | Iterable[str] | None = None,
                  kv_type: str | None = None):
         """Arguments as NativeMultiBackend's (n_seq = 1); kv_type: "f32", "f16" (None: the default), "q8_0"."""

@@ -51,11 +51,17 @@ def _positive_int(name: str, value, allow_none: bool = False) -> int | None:
     return int(value)
 
 
+# Tokens per native step. 128 (was 64): each prefill panel or decoded row then serves twice the tokens; Qwen Q8_0
+# pp128 on the AVX2 path 1.06x / 1.10x faster at 1 / 2 threads (docs/perf-log.md, entry 25), for about 10 MB more
+# scratch at Qwen2.5-0.5B's sizes (docs/architecture.md: ~max_batch x (3 n_embd + 2 n_q + 3 n_ff) x 4 bytes).
+DEFAULT_MAX_BATCH = 128
+
+
 class NativeMultiBackend:
     """n_seq sequences sharing the weights and one thread pool; steps take tokens of any of them at once."""
 
     def __init__(self, spec: ModelSpec, n_seq: int, n_ctx: int = 4096, threads: int | None = None,
-                 max_batch: int = 64, isa: str | None = None, chunk_rows: int | None = None,
+                 max_batch: int = DEFAULT_MAX_BATCH, isa: str | None = None, chunk_rows: int | None = None,
                  repack: bool | Iterable[str] | None = None, plan: ExecutorPlan | None = None,
                  kv_type: str | None = None):
         """n_ctx: positions per sequence. threads: None = the physical cores. max_batch: tokens per native

@@ -31,6 +31,9 @@ class TypeTraits:
     dequant_row: bool         # has a row dequantizer (the embedding gather)
     kernels: Mapping[str, str | None]    # kernel path -> the matmul kernel it runs (after fallback)
     act_quant: Mapping[str, str | None]  # kernel path -> activation quantizer (activation types only)
+    float_gemm_from: Mapping[str, int | None]  # kernel path -> batch size from which its matmul is a float GEMM
+                                               # (equal to one vector at a time to float rounding, not bit for
+                                               # bit); None: every batch is exact (kernels/type_traits.h)
 
 
 @functools.cache
@@ -39,7 +42,8 @@ def type_traits() -> Mapping[int, TypeTraits]:
 
     rows = {}
     for row in _core.type_traits():
-        row = dict(row, kernels=MappingProxyType(row["kernels"]), act_quant=MappingProxyType(row["act_quant"]))
+        row = dict(row, kernels=MappingProxyType(row["kernels"]), act_quant=MappingProxyType(row["act_quant"]),
+                   float_gemm_from=MappingProxyType(row["float_gemm_from"]))
         rows[row["id"]] = TypeTraits(**row)
     return MappingProxyType(rows)
 

@@ -15,12 +15,17 @@
 #define OW_AVX2_VNNI(fn) OW_SLOT(OW_KPATH_AVX2_VNNI, fn)
 #define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {fn, #fn, 1}   /* an any_rows tile */
 #define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1}
+/* an any_rows tile that multiplies floats from OW_FLOAT_GEMM_MIN_VECS vectors on */
+#define OW_AVX2_FLOAT_GEMM(fn) [OW_KPATH_AVX2] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
+#define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #define OW_AVX512(fn) OW_SLOT(OW_KPATH_AVX512, fn)
 #define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {fn, #fn, 1}
 #else
 #define OW_AVX2(fn) [OW_KPATH_AVX2] = {0}
 #define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {0}
 #define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {0}
+#define OW_AVX2_FLOAT_GEMM(fn) [OW_KPATH_AVX2] = {0}
+#define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX512(fn) [OW_KPATH_AVX512] = {0}
 #define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {0}
@@ -83,7 +88,7 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
     [OW_TYPE_Q8_0] = {.name = "q8_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q8_0, OW_TYPE_Q8_0_R16, ow_repack_q8_0_r16),
                       OW_ACT_QUANT(q8_0), .vec_dot = {OW_DOTS(q8_0_q8_0, avx512), OW_NEON_DOTS(q8_0_q8_0)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q8_0_q8_0_tile_avx2), OW_AVX2_VNNI_ANY_ROWS(vec_dot_q8_0_q8_0_tile_avx2_vnni)}},
+                      .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q8_0_q8_0_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_q8_0_q8_0_gemm_avx2_vnni)}},
     [OW_TYPE_Q8_1] = {.name = "q8_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q8_1), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_1)},
     [OW_TYPE_Q4_K] = {.name = "q4_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q4_K),

@@ -31,8 +31,11 @@ typedef int (*ow_repack_fn)(const uint8_t *src, size_t src_row_bytes, int64_t ro
 typedef struct { ow_vec_dot_fn fn; const char *name; } ow_dot_slot;
 /* any_rows: the tile takes every row of a matmul chunk in one call (nr up to OW_TILE_MAX_ROWS, not only
  * OW_ROW_TILE), so per-call work on the activations (the AVX2 decode kernels' scale conversion) is done
- * once per chunk instead of once per 4 rows */
-typedef struct { ow_tile_fn fn; const char *name; int any_rows; } ow_tile_slot;
+ * once per chunk instead of once per 4 rows.
+ * float_gemm: 0, or the batch size from which the tile dequantizes both sides to f32 and multiplies in floats, so
+ * each result equals the decode kernel's to float rounding instead of bit for bit (every other tile, and smaller
+ * batches: batched = one vector at a time exactly); it still does not depend on the other vectors of the batch. */
+typedef struct { ow_tile_fn fn; const char *name; int any_rows; int float_gemm; } ow_tile_slot;
 #define OW_TILE_MAX_ROWS 65536
 typedef struct { ow_act_quant_fn fn; const char *name; } ow_act_quant_slot;
 

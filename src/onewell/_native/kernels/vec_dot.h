@@ -80,6 +80,11 @@ OW_FOR_EACH_TILE_AVX2(OW_DECLARE_TILE_AVX2)
 #define OW_FOR_EACH_TILE_AVX2_VNNI(X) X(q8_0_q8_0) X(q4_0_q8_0) X(q5_0_q8_0) X(q4_1_q8_1) X(q5_1_q8_1)
 #define OW_DECLARE_TILE_AVX2_VNNI(name) void vec_dot_##name##_tile_avx2_vnni(OW_TILE_ARGS);
 OW_FOR_EACH_TILE_AVX2_VNNI(OW_DECLARE_TILE_AVX2_VNNI)
+/* Q8_0 prefill on the AVX2 paths, batches of OW_FLOAT_GEMM_MIN_VECS or more as a float GEMM (gemm_q8_0_f32_avx2.c):
+ * equal to the decode kernel to float rounding, not bit for bit; smaller batches run the int8 tile above */
+#define OW_FLOAT_GEMM_MIN_VECS 32
+void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS);
+void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
 /* AVX-512 VNNI prefill tiles of the offset types in their file layout (vec_dot_tile_avx512.c) */
 void vec_dot_q4_0_q8_0_tile_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_tile_avx512(OW_TILE_ARGS);

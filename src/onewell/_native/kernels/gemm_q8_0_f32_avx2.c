@@ -1,0 +1,163 @@
+/* Q8_0 prefill on AVX2 as a float GEMM: weights and activations dequantized to f32, multiplied with FMAs.
+ *
+ * Why (docs/perf-log.md, entry 25): the int8 tile (tile_q32_x86_256.inc) spends five instructions per (row, vector,
+ * 32 elements) on the two pipes that run them all (vpsignb, vpmaddubsw, vpmaddwd, vcvtdq2ps, the FMA), and
+ * llama.cpp's the same five. In floats the same 32 products are four FMAs. Dequantizing costs little: a row panel
+ * serves every vector of the batch, a vector every row of the chunk. Measured 1.2x the int8 tile at 64 vectors.
+ *
+ * Numerics: every dequantized value is exact (an int8 times an fp16 scale fits a float's 24 bits), so the only
+ * difference from the int8 tile is rounding: one float chain per (row, vector) over the columns, GF_KC at a time,
+ * against the int8 kernel's exact block sums, about 1e-7 relative. A vector's result does not depend on which
+ * other vectors share its batch (each output is the same chain in its own lane). Through a model the difference
+ * grows where it flips the rounding of a later layer's 8-bit activations: Qwen2.5-0.5B logits of a prefill and of
+ * the same tokens one at a time then differ by ~0.04 nats mean (top 10), the size of onewell's distance to
+ * llama.cpp. So batches below OW_FLOAT_GEMM_MIN_VECS vectors (batched decode of a few sequences) run the int8
+ * tile and stay bit-identical to one vector at a time; prompts, 32 tokens and up, run the GEMM.
+ *
+ * Shape: panels of 16 rows, dequantized and transposed column-major (panel[k][16]), times 6 vectors at a time:
+ * per column 2 panel loads, 6 broadcast activations, 12 FMAs into 12 accumulators (BLIS's 6 x 16 on AVX2). */
+#include "vec_dot.h"
+
+#if OW_X86_KERNELS
+#include "tile_avx2.h"
+
+#define GF_ROWS 16     /* panel rows: two ymm per column */
+#define GF_VECS 6      /* vectors per micro-kernel call: 12 accumulators + 2 panel + 1 broadcast registers */
+#define GF_KC 256      /* columns per pass: the panel (16 KiB) stays in L1, the vectors' floats (128 KiB) in L2 */
+#define GF_VGROUP 128  /* vectors whose floats are dequantized per pass: each panel serves up to this many */
+#define GF_INLINE TA_INLINE
+
+/* 8 quants times their scale as floats: exact */
+GF_INLINE __m256 gf_dequant8(const int8_t *q, __m256 d) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))), d);
+}
+
+/* Columns k0..k0+kc of n Q8_0 vectors as floats, GF_KC apart */
+GF_INLINE void gf_vectors(const uint8_t *x, size_t x_stride, int n, int64_t k0, int64_t kc, float *out) {
+    for (int v = 0; v < n; v++) {
+        const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + k0 / OW_QK;
+        float *o = out + (int64_t)v * GF_KC;
+        for (int64_t b = 0; b < kc / OW_QK; b++) {
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(xb[b].d));
+            for (int j = 0; j < OW_QK; j += 8) _mm256_store_ps(o + OW_QK * b + j, gf_dequant8(xb[b].qs + j, d));
+        }
+    }
+}
+
+
+GF_INLINE void gf_transpose8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+/* Columns k0..k0+kc of n (1..16) rows as a column-major panel, panel[k * 16 + r]; rows n..15 are zeros. 8 rows
+ * at a time, 8 x 8 floats transposed by shuffles. (Transposing the 16 x 32 quants as bytes first takes fewer
+ * shuffles and ran 1.3x faster with the rows in L1, but made prefill 4 % slower with the rows streamed from
+ * memory: docs/perf-log.md, entry 25.) */
+GF_INLINE void gf_panel(const uint8_t *w, size_t w_stride, int n, int64_t k0, int64_t kc, float *panel) {
+    for (int half = 0; half < 2; half++) {
+        const ow_block_q8_0 *row[8];
+        for (int i = 0; i < 8; i++) {
+            const int r = 8 * half + i;
+            row[i] = r < n ? (const ow_block_q8_0 *)(w + (size_t)r * w_stride) + k0 / OW_QK : NULL;
+        }
+        for (int64_t b = 0; b < kc / OW_QK; b++) {
+            __m256 d[8];
+            for (int i = 0; i < 8; i++) d[i] = _mm256_set1_ps(row[i] ? _cvtsh_ss(row[i][b].d) : 0.0f);
+            for (int j = 0; j < OW_QK; j += 8) {
+                __m256 c[8];
+                for (int i = 0; i < 8; i++) c[i] = row[i] ? gf_dequant8(row[i][b].qs + j, d[i]) : _mm256_setzero_ps();
+                gf_transpose8(c);
+                float *p = panel + (OW_QK * b + j) * GF_ROWS + 8 * half;
+                for (int i = 0; i < 8; i++) _mm256_store_ps(p + i * GF_ROWS, c[i]);
+            }
+        }
+    }
+}
+/* NV vectors (floats xf, GF_KC apart) times the panel's kc columns into y[v * y_stride + 0..15] (rows past
+ * `rows` left alone: masked); the first pass stores, the later ones add */
+GF_INLINE void gf_micro(const float *panel, int64_t kc, const float *xf, float *y, int64_t y_stride, int first,
+                        __m256i m0, __m256i m1, const int NV) {
+    __m256 acc[GF_VECS][2];
+    for (int v = 0; v < NV; v++) acc[v][0] = acc[v][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 w0 = _mm256_load_ps(panel + k * GF_ROWS), w1 = _mm256_load_ps(panel + k * GF_ROWS + 8);
+        for (int v = 0; v < NV; v++) {
+            const __m256 a = _mm256_broadcast_ss(xf + (int64_t)v * GF_KC + k);
+            acc[v][0] = _mm256_fmadd_ps(w0, a, acc[v][0]);
+            acc[v][1] = _mm256_fmadd_ps(w1, a, acc[v][1]);
+        }
+    }
+    for (int v = 0; v < NV; v++) {
+        float *yv = y + (int64_t)v * y_stride;
+        if (!first) {
+            acc[v][0] = _mm256_add_ps(acc[v][0], _mm256_maskload_ps(yv, m0));
+            acc[v][1] = _mm256_add_ps(acc[v][1], _mm256_maskload_ps(yv + 8, m1));
+        }
+        _mm256_maskstore_ps(yv, m0, acc[v][0]);
+        _mm256_maskstore_ps(yv + 8, m1, acc[v][1]);
+    }
+}
+
+/* lanes 0..n-1 of 8 set */
+GF_INLINE __m256i gf_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The GEMM; fewer than OW_FLOAT_GEMM_MIN_VECS vectors go to `tile`, the path's int8 tile (which sends one vector
+ * to the decode kernel) */
+GF_INLINE void gf_gemm(void (*tile)(OW_TILE_ARGS), OW_TILE_ARGS) {
+    if (n_vec < OW_FLOAT_GEMM_MIN_VECS) {
+        tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+        return;
+    }
+    float xf[GF_VGROUP * GF_KC] __attribute__((aligned(32)));
+    float panel[GF_ROWS * GF_KC] __attribute__((aligned(32)));
+    const uint8_t *xq = x;
+    for (int v0 = 0; v0 < n_vec; v0 += GF_VGROUP) {
+        const int nv = n_vec - v0 < GF_VGROUP ? n_vec - v0 : GF_VGROUP;
+        for (int64_t k0 = 0; k0 < n_cols; k0 += GF_KC) {
+            const int64_t kc = n_cols - k0 < GF_KC ? n_cols - k0 : GF_KC;
+            gf_vectors(xq + (size_t)v0 * x_stride, x_stride, nv, k0, kc, xf);
+            for (int r0 = 0; r0 < nr; r0 += GF_ROWS) {
+                const int rows = nr - r0 < GF_ROWS ? nr - r0 : GF_ROWS;
+                const __m256i m0 = gf_mask(rows), m1 = gf_mask(rows - 8);
+                gf_panel(w + (size_t)r0 * w_stride, w_stride, rows, k0, kc, panel);
+                float *yv = y + (int64_t)v0 * y_stride + r0;
+                int v = 0;
+                for (; v + GF_VECS <= nv; v += GF_VECS)
+                    gf_micro(panel, kc, xf + (int64_t)v * GF_KC, yv + v * y_stride, y_stride, k0 == 0, m0, m1, GF_VECS);
+                const float *xr = xf + (int64_t)v * GF_KC;
+                float *yr = yv + v * y_stride;
+                switch (nv - v) {
+                case 5: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 5); break;
+                case 4: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 4); break;
+                case 3: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 3); break;
+                case 2: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 2); break;
+                case 1: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 1); break;
+                default: break;
+                }
+            }
+        }
+    }
+}
+
+/* any_rows tiles of the AVX2 and AVX2 + AVX-VNNI paths: the GEMM needs nothing past AVX2 + FMA, only the small
+ * batches differ */
+TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS) {
+    gf_gemm(vec_dot_q8_0_q8_0_tile_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+
+TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS) {
+    gf_gemm(vec_dot_q8_0_q8_0_tile_avx2_vnni, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+#endif

@@ -1,0 +1,111 @@
+"""The Q8_0 float GEMM of the AVX2 paths (kernels/gemm_q8_0_f32_avx2.c) against its numpy twin and the int8 kernels.
+
+From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, Q8_0 matmuls on the avx2 and avx2-vnni paths dequantize both sides to
+float32 (exactly: an int8 times an fp16 scale fits 24 bits) and multiply with FMAs. Its twin is the exact product
+dequantize(W) @ dequantize(quantize_act(x)) in float64, the same twin every kernel meets (test_native_kernels.py):
+|err| <= 1e-5 * M, M = |W| @ |x_hat|. Against the int8 kernel's one-vector result the only difference is float32
+summation order, so the same bound holds between them. What the GEMM promises beyond that, checked bit for bit:
+a vector's result does not depend on the other vectors of its batch, and it writes only its own rows.
+Shapes: rows around the 16-row panel and the 6-vector micro-kernel, columns around the 256-column pass and a row
+too long for the int8 tile's scratch, batches around 32 (the switch) and 128 (the vectors dequantized per pass).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onewell._native import _core
+from onewell.gguf.constants import GGMLType, row_nbytes
+from onewell.quant import dequantize
+from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
+from onewell.runtime import native_kernels as nk
+from onewell.runtime.native_types import type_traits
+
+T = GGMLType
+GEMM_PATHS = [p for p in nk.available_paths() if not nk.batch_exact(T.Q8_0, 10**6, p)]
+MIN_VECS = 32
+RTOL = 1e-5
+pytestmark = pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU")
+
+
+def q8_0_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """Raw Q8_0 bytes: every quant byte (incl. -128), signed scales of both signs and magnitudes"""
+    blocks = rng.integers(0, 256, (rows * cols // 32, 34), dtype=np.uint8)
+    scale = rng.uniform(1e-3, 1e-2, len(blocks)) * rng.choice([-1.0, 1.0], len(blocks))
+    blocks[:, :2] = scale.astype("<f2").view(np.uint8).reshape(-1, 2)
+    return blocks.reshape(-1)
+
+
+def twin(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(exact product in float64 [n_vec, rows], magnitude M)"""
+    x_hat = dequantize_act(T.Q8_0, twin_quantize_act(T.Q8_0, x), cols).astype(np.float64).reshape(-1, cols)
+    w = dequantize(T.Q8_0, raw, (rows, cols)).astype(np.float64)
+    return x_hat @ w.T, np.abs(x_hat) @ np.abs(w).T
+
+
+def test_the_table_names_the_gemm_and_where_it_starts():
+    q8_0 = type_traits()[int(T.Q8_0)]
+    for path in GEMM_PATHS:
+        assert q8_0.float_gemm_from[path] == MIN_VECS
+        assert q8_0.kernels[path].startswith("vec_dot_q8_0_q8_0_gemm_")
+        assert not nk.batch_exact(T.Q8_0, MIN_VECS, path) and nk.batch_exact(T.Q8_0, MIN_VECS - 1, path)
+    # every other type and path keeps batched = one vector at a time
+    others = [(t.name, p) for t in type_traits().values() for p, start in t.float_gemm_from.items()
+              if start is not None and not (t.id == int(T.Q8_0) and p in ("avx2", "avx2-vnni"))]
+    assert others == []
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+@pytest.mark.parametrize("rows, cols, n_vec", [(16, 256, 32), (37, 896, 33), (5, 288, 38), (130, 32, 64),
+                                               (21, 4896, 47), (3, 16416, 32), (19, 96, 129), (7, 544, 200)])
+def test_gemm_matches_the_twin_and_the_one_vector_kernel(path, rows, cols, n_vec):
+    rng = np.random.default_rng(rows * 1000 + n_vec)
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    batched = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+    exact, magnitude = twin(raw, rows, cols, x)
+    bound = RTOL * magnitude
+    assert np.all(np.abs(batched - exact) <= bound), f"{rows}x{cols}, {n_vec} vectors on {path} vs the exact twin"
+    alone = np.stack([nk.matmul(raw, T.Q8_0, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
+    assert np.all(np.abs(alone - exact) <= bound)
+    assert np.all(np.abs(batched - alone) <= 2 * bound)
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+def test_a_vectors_result_does_not_depend_on_its_batch(path):
+    rng = np.random.default_rng(5)
+    rows, cols, n_vec = 45, 800, 140
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    full = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+    np.testing.assert_array_equal(nk.matmul(raw, T.Q8_0, rows, cols, x[:MIN_VECS], path), full[:MIN_VECS])
+    np.testing.assert_array_equal(nk.matmul(raw, T.Q8_0, rows, cols, x[::-1].copy(), path), full[::-1])
+    np.testing.assert_array_equal(nk.matmul(raw, T.Q8_0, rows, cols, x[7:7 + 61], path), full[7:7 + 61])
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+@pytest.mark.parametrize("r0, r1", [(0, 1), (3, 19), (5, 37), (16, 48), (40, 41)])
+def test_gemm_writes_only_its_rows(path, r0, r1):
+    """A matmul chunk (rows r0..r1 of y, y_stride apart per vector): every other float of y keeps its sentinel."""
+    rng = np.random.default_rng(r0 * 100 + r1)
+    rows, cols, n_vec, y_stride = 48, 320, 35, 53
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    xq = nk.quantize_act(x, T.Q8_0, path)
+    y = np.full((n_vec, y_stride), np.nan, np.float32)
+    _core.matmul(int(T.Q8_0), raw, row_nbytes(T.Q8_0, cols), cols, xq, xq.shape[1], n_vec, y, y_stride, r0, r1, path)
+    assert np.isnan(y[:, :r0]).all() and np.isnan(y[:, r1:]).all()
+    exact, magnitude = twin(raw, rows, cols, x)
+    assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+def test_below_the_switch_batches_stay_bit_identical(path):
+    """31 vectors run the int8 tile: each gets exactly its one-vector (decode) result"""
+    rng = np.random.default_rng(31)
+    rows, cols = 23, 640
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((MIN_VECS - 1, cols)).astype(np.float32)
+    batched = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+    for v in range(MIN_VECS - 1):
+        np.testing.assert_array_equal(batched[v], nk.matmul(raw, T.Q8_0, rows, cols, x[v:v + 1], path)[0])
