@@ -109,3 +109,37 @@ def test_below_the_switch_batches_stay_bit_identical(path):
     batched = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
     for v in range(MIN_VECS - 1):
         np.testing.assert_array_equal(batched[v], nk.matmul(raw, T.Q8_0, rows, cols, x[v:v + 1], path)[0])
+
+
+def real_q8_0_rows(path, per_tensor: int = 40) -> list[tuple[str, int, np.ndarray]]:
+    """(name, cols, raw rows) of every Q8_0 matrix in a GGUF file: its first and last rows"""
+    from onewell.gguf.reader import GGUFReader
+
+    out = []
+    with GGUFReader(path) as reader:
+        for name, info in reader.tensors.items():
+            if len(info.shape) == 2 and info.ggml_type == T.Q8_0:
+                rows, cols = info.shape
+                data = reader.tensor_data(name).reshape(rows, -1)
+                out.append((name, cols, np.concatenate([data[:per_tensor // 2], data[-per_tensor // 2:]]).reshape(-1)))
+    return out
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("model", ["qwen_q8_0_path", "qwen_q4km_path", "smollm_path"])
+def test_gemm_on_real_weights(model, request):
+    """Real Q8_0 matrices (Qwen Q8_0: every layer; Qwen Q4_K_M: attn_v and the tied embedding; SmolLM2: the tied
+    embedding) against 40 activation vectors with real-looking outliers: the twin bound, and the one-vector kernel's"""
+    samples = real_q8_0_rows(request.getfixturevalue(model))
+    assert samples
+    rng = np.random.default_rng(3)
+    for name, cols, raw in samples[:12]:
+        rows = raw.size // row_nbytes(T.Q8_0, cols)
+        x = rng.standard_normal((40, cols)).astype(np.float32)
+        x[:, rng.integers(0, cols, 3)] *= 50.0   # a few massive channels, as Qwen's hidden states have
+        exact, magnitude = twin(raw, rows, cols, x)
+        for path in GEMM_PATHS:
+            batched = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+            assert np.all(np.abs(batched - exact) <= RTOL * magnitude), f"{name} on {path}"
+            alone = nk.matmul(raw, T.Q8_0, rows, cols, x[5:6], path)[0]
+            assert np.all(np.abs(batched[5] - alone) <= 2 * RTOL * magnitude[5]), f"{name} on {path}, vector 5"
