@@ -497,11 +497,18 @@ OW_TARGET void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS) {
         r16_row_stream(n_cols, w, w_stride, x, nr, y);
         return;
     }
-    int r = 0;
-    for (; r + OW_ROW_TILE <= nr; r += OW_ROW_TILE)
-        tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, OW_ROW_TILE);
-    for (; r < nr; r++)
-        tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, x, x_stride, n_vec, y + r, y_stride, 1);
+    /* prefill: vectors in blocks whose activations stay in L1 while the chunk's rows pass (ow_r16_vector_block) */
+    const int block = n_vec == 1 ? 1 : ow_r16_vector_block(x_stride, n_vec, R16_VECS);
+    for (int b0 = 0; b0 < n_vec; b0 += block) {
+        const int nb = n_vec - b0 < block ? n_vec - b0 : block;
+        const uint8_t *xb = (const uint8_t *)x + (size_t)b0 * x_stride;
+        float *yb = y + (int64_t)b0 * y_stride;
+        int r = 0;
+        for (; r + OW_ROW_TILE <= nr; r += OW_ROW_TILE)
+            tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, xb, x_stride, nb, yb + r, y_stride, OW_ROW_TILE);
+        for (; r < nr; r++)
+            tile_q8_0r16(n_cols, w + (size_t)r * w_stride, w_stride, xb, x_stride, nb, yb + r, y_stride, 1);
+    }
 }
 
 #endif

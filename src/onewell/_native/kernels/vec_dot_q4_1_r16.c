@@ -126,30 +126,37 @@ Q41_INLINE void q41_row_pair(int64_t n_cols, const uint8_t *wa, const uint8_t *w
     *yb = _mm512_reduce_add_ps(acc_b);
 }
 
+/* Prefill takes the vectors in blocks whose activations fit OW_R16_ACT_BYTES (vec_dot.h), so they stay in L1
+ * while every row of the chunk passes (the first block streams the rows from memory, the later ones find them in
+ * L2): SmolLM2's 128 vectors (92 KiB) read from L2 for every row ran 0.97x of 64, blocks of 32 1.12x
+ * (docs/perf-log.md, entry 25). */
+
 Q41_TARGET void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS) {
     const size_t prefetch = ow_r16_prefetch();
     const uint8_t *xs[Q41_VECS];
     const uint8_t *xq = x;
-    int r = 0;
     if (n_vec == 1) {   /* decode: rows r and r + half together, then a leftover odd row alone */
         const int half = nr / 2;
-        for (; r < half; r++)
+        for (int r = 0; r < half; r++)
             q41_row_pair(n_cols, w + (size_t)r * w_stride, w + (size_t)(r + half) * w_stride, w_stride, xq, y + r,
                          y + r + half, prefetch);
-        r += half;
-    }
-    for (; r < nr; r++) {
-        const uint8_t *wr = w + (size_t)r * w_stride;
-        if (n_vec == 1) {   /* one accumulator, everything in registers */
+        if (nr % 2) {   /* one accumulator, everything in registers */
             xs[0] = xq;
-            q41_row(n_cols, wr, w_stride, xs, 1, y + r, y_stride, prefetch, 1);
-            continue;
+            q41_row(n_cols, w + (size_t)(nr - 1) * w_stride, w_stride, xs, 1, y + nr - 1, y_stride, prefetch, 1);
         }
-        /* the first pass streams the row from memory; later passes (n_vec > 16) find it in L1 */
-        for (int v0 = 0; v0 < n_vec; v0 += Q41_VECS) {
-            const int nv = n_vec - v0 < Q41_VECS ? n_vec - v0 : Q41_VECS;
-            for (int v = 0; v < nv; v++) xs[v] = xq + (size_t)(v0 + v) * x_stride;
-            q41_row(n_cols, wr, w_stride, xs, nv, y + (int64_t)v0 * y_stride + r, y_stride, v0 ? 0 : prefetch, 0);
+        return;
+    }
+    const int block = ow_r16_vector_block(x_stride, n_vec, Q41_VECS);
+    for (int b0 = 0; b0 < n_vec; b0 += block) {
+        const int b1 = n_vec - b0 < block ? n_vec : b0 + block;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *wr = w + (size_t)r * w_stride;
+            /* the first pass streams the row from memory; later passes find it in L1 or L2 */
+            for (int v0 = b0; v0 < b1; v0 += Q41_VECS) {
+                const int nv = b1 - v0 < Q41_VECS ? b1 - v0 : Q41_VECS;
+                for (int v = 0; v < nv; v++) xs[v] = xq + (size_t)(v0 + v) * x_stride;
+                q41_row(n_cols, wr, w_stride, xs, nv, y + (int64_t)v0 * y_stride + r, y_stride, v0 ? 0 : prefetch, 0);
+            }
         }
     }
 }
