@@ -1,6 +1,8 @@
 """The ops behind the model description's feature flags (GeGLU, soft-capping, RoPE frequency factors, partial
 RoPE, soft-capped attention) against their numpy twins (runtime/ops_reference.py), on every ISA path this CPU has.
 Same tolerances as test_native_ops.py: the twins compute in float64, C in float32 with a 2-ulp exp."""
+import os
+
 import numpy as np
 import pytest
 
@@ -124,5 +126,7 @@ def test_every_kernel_path_has_an_ops_path_this_cpu_runs():
     the CPUs that have it (the NEON paths: a KeyError under qemu)."""
     assert set(ops.KERNEL_PATH_OPS_ISA) == set(KERNEL_PATHS)
     assert set(ops.KERNEL_PATH_OPS_ISA.values()) <= set(ops.ISA_PATHS)
+    if os.environ.get("ONEWELL_ISA"):   # a cap lowers the ops ladder, not the kernel paths: nothing to pair here
+        return
     for path in available_paths():
         assert ops.KERNEL_PATH_OPS_ISA[path] in ops.available_isas(), path
