@@ -10,7 +10,7 @@ One exception, asked of the kernel table (native_kernels.batch_exact): Q8_0 on t
 vectors as a float GEMM (kernels/gemm_q8_0_f32_avx2.c), equal to the int8 kernel to float rounding (~1e-7). In a
 model whose layers hold Q8_0 matrices (Qwen2.5-0.5B Q4_K_M: attn_v) that rounding flips some later 8-bit
 activation roundings, and the two paths then differ at the size of onewell's distance to llama.cpp (llama.cpp's
-own batched and one-token kernels differ the same way): measured on Qwen Q4_K_M over each step's top 10, mean
+batched and one-token kernels also sum in different orders): measured on Qwen Q4_K_M over each step's top 10, mean
 0.060 / max 0.60 nats for the 65-token prompt here (0.03 / 0.16 over 40 random tokens). There the bound is the
 golden tests' kind (NOISE_MEAN / NOISE_MAX, ~30 % over the measurement; a RoPE base halved is mean 0.13 / max
 2.7, a wrong mask or position whole nats), and the greedy token must agree wherever the sequential run's top-2

@@ -4,35 +4,28 @@
 
 #include "kernels/type_traits.h"
 
-/* {path name: kernel name or None} for every path (after fallback), whether or not this CPU can run it */
-static PyObject *kernel_names(const ow_type_traits_t *t, int activation) {
+/* What the table says of type t on every kernel path (after fallback), whether or not this CPU can run it, as
+ * {path name: value or None}: the matmul kernel's name, the activation quantizer's, or the batch size from which
+ * the matmul is a float GEMM (type_traits.h, float_gemm; None: every batch gives each vector bit for bit what it
+ * gets alone) */
+typedef enum { PER_PATH_KERNEL, PER_PATH_ACT_QUANT, PER_PATH_FLOAT_GEMM } per_path_fact;
+
+static PyObject *per_path(const ow_type_traits_t *t, per_path_fact fact) {
     PyObject *out = PyDict_New();
     for (int p = 0; out && p < OW_KPATH_COUNT; p++) {
-        const char *name;
-        if (activation) {
+        const char *name = NULL;
+        int gemm_from = 0;
+        if (fact == PER_PATH_ACT_QUANT) {
             name = ow_type_act_quant(t, (ow_kpath)p).name;
         } else {
             ow_tile_slot tile;
             ow_dot_slot dot;
             ow_type_kernel(t, (ow_kpath)p, &tile, &dot);
             name = tile.fn ? tile.name : dot.name;
+            gemm_from = tile.fn ? tile.float_gemm : 0;
         }
-        PyObject *v = name ? PyUnicode_FromString(name) : Py_NewRef(Py_None);
-        if (!v || PyDict_SetItemString(out, ow_kpath_name((ow_kpath)p), v) < 0) Py_CLEAR(out);
-        Py_XDECREF(v);
-    }
-    return out;
-}
-
-/* {path name: the batch size from which its matmul is a float GEMM, or None: every batch gives each vector bit for
- * bit what it gets alone} (type_traits.h, float_gemm) */
-static PyObject *float_gemm_from(const ow_type_traits_t *t) {
-    PyObject *out = PyDict_New();
-    for (int p = 0; out && p < OW_KPATH_COUNT; p++) {
-        ow_tile_slot tile;
-        ow_dot_slot dot;
-        ow_type_kernel(t, (ow_kpath)p, &tile, &dot);
-        PyObject *v = tile.fn && tile.float_gemm ? PyLong_FromLong(tile.float_gemm) : Py_NewRef(Py_None);
+        PyObject *v = fact == PER_PATH_FLOAT_GEMM ? (gemm_from ? PyLong_FromLong(gemm_from) : Py_NewRef(Py_None))
+                                                  : (name ? PyUnicode_FromString(name) : Py_NewRef(Py_None));
         if (!v || PyDict_SetItemString(out, ow_kpath_name((ow_kpath)p), v) < 0) Py_CLEAR(out);
         Py_XDECREF(v);
     }
@@ -42,19 +35,20 @@ static PyObject *float_gemm_from(const ow_type_traits_t *t) {
 static PyObject *optional_type(int t) { return t >= 0 ? PyLong_FromLong(t) : Py_NewRef(Py_None); }
 
 static PyObject *row_dict(int id, const ow_type_traits_t *t) {
-    PyObject *kernels = kernel_names(t, 0), *act_quant = kernel_names(t, 1), *exact = float_gemm_from(t);
+    PyObject *kernels = per_path(t, PER_PATH_KERNEL), *act_quant = per_path(t, PER_PATH_ACT_QUANT);
+    PyObject *gemm_from = per_path(t, PER_PATH_FLOAT_GEMM);
     PyObject *row = NULL;
-    if (kernels && act_quant && exact)
+    if (kernels && act_quant && gemm_from)
         row = Py_BuildValue("{s:i,s:s,s:L,s:n,s:N,s:N,s:O,s:O,s:O,s:O,s:O,s:O}", "id", id, "name", t->name,
                             "block_size", (long long)t->block_size, "block_bytes", (Py_ssize_t)t->block_bytes,
                             "act_type", optional_type(t->act_type), "repack_to", optional_type(t->repack_to),
                             "executor_weight", t->executor_weight ? Py_True : Py_False,
                             "repacked", t->repacked ? Py_True : Py_False,
                             "dequant_row", t->to_float ? Py_True : Py_False, "kernels", kernels,
-                            "act_quant", act_quant, "float_gemm_from", exact);
+                            "act_quant", act_quant, "float_gemm_from", gemm_from);
     Py_XDECREF(kernels);
     Py_XDECREF(act_quant);
-    Py_XDECREF(exact);
+    Py_XDECREF(gemm_from);
     return row;
 }
 

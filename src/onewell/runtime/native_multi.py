@@ -52,7 +52,7 @@ def _positive_int(name: str, value, allow_none: bool = False) -> int | None:
 
 
 # Tokens per native step. 128 (was 64): each prefill panel or decoded row then serves twice the tokens; Qwen Q8_0
-# pp128 on the AVX2 path 1.06x / 1.10x faster at 1 / 2 threads (docs/perf-log.md, entry 25), for about 10 MB more
+# pp128 on the AVX2 path 1.065x / 1.067x faster at 1 / 2 threads (docs/perf-log.md, entry 25), for about 10 MB more
 # scratch at Qwen2.5-0.5B's sizes (docs/architecture.md: ~max_batch x (3 n_embd + 2 n_q + 3 n_ff) x 4 bytes).
 DEFAULT_MAX_BATCH = 128
 

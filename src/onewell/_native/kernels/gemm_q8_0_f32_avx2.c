@@ -44,7 +44,7 @@ GF_INLINE void gf_vectors(const uint8_t *x, size_t x_stride, int n, int64_t k0, 
     }
 }
 
-
+/* 8 x 8 floats transposed in registers */
 GF_INLINE void gf_transpose8(__m256 r[8]) {
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
     const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -59,6 +59,7 @@ GF_INLINE void gf_transpose8(__m256 r[8]) {
     r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
     r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
+
 /* Columns k0..k0+kc of n (1..16) rows as a column-major panel, panel[k * 16 + r]; rows n..15 are zeros. 8 rows
  * at a time, 8 x 8 floats transposed by shuffles. (Transposing the 16 x 32 quants as bytes first takes fewer
  * shuffles and ran 1.3x faster with the rows in L1, but made prefill 4 % slower with the rows streamed from
@@ -83,6 +84,7 @@ GF_INLINE void gf_panel(const uint8_t *w, size_t w_stride, int n, int64_t k0, in
         }
     }
 }
+
 /* NV vectors (floats xf, GF_KC apart) times the panel's kc columns into y[v * y_stride + 0..15] (rows past
  * `rows` left alone: masked); the first pass stores, the later ones add */
 GF_INLINE void gf_micro(const float *panel, int64_t kc, const float *xf, float *y, int64_t y_stride, int first,

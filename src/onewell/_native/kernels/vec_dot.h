@@ -58,15 +58,16 @@ OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT_Q23K_IQ4_BF16(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
-/* the R16 layouts' own kernels, n_vec vectors per weight load: 256-bit (vec_dot_r16_avx2.c) and 512-bit */
 /* The R16 prefill tiles' vectors per block: as many as fit OW_R16_ACT_BYTES of activations (x_stride bytes each),
  * a multiple of `group` (the vectors per pass over a row), at least one group, at most n_vec. 16, 24 and 32 KiB
  * ran the same on the Xeon of docs/perf-log.md entry 25; 24 leaves room in a 32 KiB L1 (Zen 4). */
 #define OW_R16_ACT_BYTES (24 << 10)
 static inline int ow_r16_vector_block(size_t x_stride, int n_vec, int group) {
+    if (n_vec < 2) return 1;   /* one vector may come with stride 0 (nothing follows it) */
     const size_t fit = OW_R16_ACT_BYTES / x_stride / (size_t)group * (size_t)group;
     return fit < (size_t)group ? group : (fit > (size_t)n_vec ? n_vec : (int)fit);
 }
+/* the R16 layouts' own kernels, n_vec vectors per weight load: 256-bit (vec_dot_r16_avx2.c) and 512-bit */
 void vec_dot_q8_0r16_q8_0r16_avx2(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);

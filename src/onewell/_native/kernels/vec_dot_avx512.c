@@ -498,7 +498,7 @@ OW_TARGET void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS) {
         return;
     }
     /* prefill: vectors in blocks whose activations stay in L1 while the chunk's rows pass (ow_r16_vector_block) */
-    const int block = n_vec == 1 ? 1 : ow_r16_vector_block(x_stride, n_vec, R16_VECS);
+    const int block = ow_r16_vector_block(x_stride, n_vec, R16_VECS);
     for (int b0 = 0; b0 < n_vec; b0 += block) {
         const int nb = n_vec - b0 < block ? n_vec - b0 : block;
         const uint8_t *xb = (const uint8_t *)x + (size_t)b0 * x_stride;

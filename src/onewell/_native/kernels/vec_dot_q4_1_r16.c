@@ -130,7 +130,6 @@ Q41_INLINE void q41_row_pair(int64_t n_cols, const uint8_t *wa, const uint8_t *w
  * while every row of the chunk passes (the first block streams the rows from memory, the later ones find them in
  * L2): SmolLM2's 128 vectors (92 KiB) read from L2 for every row ran 0.97x of 64, blocks of 32 1.12x
  * (docs/perf-log.md, entry 25). */
-
 Q41_TARGET void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS) {
     const size_t prefetch = ow_r16_prefetch();
     const uint8_t *xs[Q41_VECS];
