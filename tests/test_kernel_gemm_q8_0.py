@@ -22,10 +22,18 @@ from onewell.runtime import native_kernels as nk
 from onewell.runtime.native_types import type_traits
 
 T = GGMLType
-GEMM_PATHS = [p for p in nk.available_paths() if not nk.batch_exact(T.Q8_0, 10**6, p)]
+GEMM_PATHS = [p for p in nk.available_paths() if type_traits()[int(T.Q8_0)].float_gemm_from[p] is not None]
 MIN_VECS = 32
 RTOL = 1e-5
 pytestmark = pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU")
+
+
+@pytest.fixture(autouse=True)
+def gemm_on():
+    """The GEMM under test whatever this CPU's default (_core.float_gemm); the knob restored after"""
+    before = _core.float_gemm(1)
+    yield
+    _core.float_gemm(before)
 
 
 def q8_0_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
@@ -109,6 +117,34 @@ def test_below_the_switch_batches_stay_bit_identical(path):
     batched = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
     for v in range(MIN_VECS - 1):
         np.testing.assert_array_equal(batched[v], nk.matmul(raw, T.Q8_0, rows, cols, x[v:v + 1], path)[0])
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+def test_the_knob_off_gives_the_exact_int8_tile(path):
+    """_core.float_gemm(0): every batch runs the int8 tile, each vector bit for bit its one-vector result, and
+    batch_exact says so; on again, the GEMM is back (its results differ from the tile's in float rounding)"""
+    rng = np.random.default_rng(77)
+    rows, cols, n_vec = 29, 800, 70
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    alone = np.stack([nk.matmul(raw, T.Q8_0, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
+    _core.float_gemm(0)
+    assert _core.float_gemm(-1) == 0 and nk.batch_exact(T.Q8_0, n_vec, path)
+    np.testing.assert_array_equal(nk.matmul(raw, T.Q8_0, rows, cols, x, path), alone)
+    assert _core.float_gemm(1) == 0 and not nk.batch_exact(T.Q8_0, n_vec, path)
+    gemm = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+    assert not np.array_equal(gemm, alone)
+    exact, magnitude = twin(raw, rows, cols, x)
+    assert np.all(np.abs(gemm - exact) <= RTOL * magnitude)
+
+
+def test_the_knob_takes_0_1_or_minus_1_and_defaults_to_the_cpus_choice():
+    with pytest.raises(ValueError, match="float_gemm"):
+        _core.float_gemm(2)
+    with pytest.raises(ValueError, match="float_gemm"):
+        _core.float_gemm(-2)
+    assert _core.float_gemm(-1) == 1   # the fixture's
+    assert _core.cpu_identity()["default_float_gemm"] in (0, 1)
 
 
 def real_q8_0_rows(path, per_tensor: int = 40) -> list[tuple[str, int, np.ndarray]]:

@@ -320,16 +320,17 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
 }
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
- * "default_wide_tiles"}
+ * "default_wide_tiles", "default_float_gemm"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""), "family",
-                         f->family, "model", f->model, "default_prefetch", (Py_ssize_t)ow_default_prefetch(f),
-                         "default_f16_prefetch", (Py_ssize_t)ow_default_f16_prefetch(f),
-                         "default_wide_tiles", ow_default_wide_tiles(f));
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
+                         "family", f->family, "model", f->model, "default_prefetch",
+                         (Py_ssize_t)ow_default_prefetch(f), "default_f16_prefetch",
+                         (Py_ssize_t)ow_default_f16_prefetch(f), "default_wide_tiles", ow_default_wide_tiles(f),
+                         "default_float_gemm", ow_default_float_gemm(f));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
@@ -371,6 +372,28 @@ static PyObject *py_wide_tiles(PyObject *self, PyObject *args) {
                        ow_set_wide_tiles);
 }
 
+static PyObject *py_float_gemm(PyObject *self, PyObject *args) {
+    (void)self;
+    return switch_knob(args, "float_gemm: 0 (the exact int8 tile), 1 (a float GEMM from 32 vectors) or -1 (read)",
+                       ow_float_gemm, ow_set_float_gemm);
+}
+
+/* r16_act_bytes(bytes, -1 or -2) -> the budget before the call; -1 only reads it, -2 goes back to OW_R16_ACT_BYTES */
+static PyObject *py_r16_act_bytes(PyObject *self, PyObject *args) {
+    (void)self;
+    long long bytes;
+    if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
+    if (bytes < -2 || bytes > (1LL << 24)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "r16_act_bytes: bytes must be 0 (no blocks) .. 16 MiB, -1 (read) or -2 (the default)");
+        return NULL;
+    }
+    const size_t before = ow_r16_act_bytes();
+    if (bytes >= 0) ow_set_r16_act_bytes((size_t)bytes);
+    if (bytes == -2) ow_reset_r16_act_bytes();
+    return PyLong_FromSize_t(before);
+}
+
 PyMethodDef ow_kernel_methods[] = {
     {"kernel_paths", py_kernel_paths, METH_NOARGS, "Kernel paths this CPU can run, e.g. ['generic', 'avx2', 'avx2-vnni', 'avx512']."},
     {"kernel_default_path", py_kernel_default_path, METH_NOARGS, "The path ow_matmul_rows uses for ow_isa_best() (honors ONEWELL_ISA)."},
@@ -387,6 +410,10 @@ PyMethodDef ow_kernel_methods[] = {
      "r16_prefetch(bytes, -1 or -2) -> previous software prefetch distance of the streaming decode kernels (0 = off; -1 reads, -2 returns to this CPU's defaults)"},
     {"wide_tiles", py_wide_tiles, METH_VARARGS,
      "wide_tiles(0, 1 or -1) -> previous setting: the AVX-512 Q4_0/Q5_0/F16 prefill tiles hold two rows per zmm (1) or one per ymm (0)"},
+    {"float_gemm", py_float_gemm, METH_VARARGS,
+     "float_gemm(0, 1 or -1) -> previous setting: Q8_0 prefill on the AVX2 paths as a float GEMM from 32 vectors (1) or through the exact int8 tile (0)"},
+    {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,
+     "r16_act_bytes(bytes, -1 or -2) -> previous activation budget per vector block of the AVX-512 R16 prefill tiles (0 = one block; -1 reads, -2 returns to the default)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,
      "r16_row_stream(0, 1 or -1) -> previous setting: single-vector R16 matmuls stream rows one at a time (1) or in 4-row tiles (0)"},
     {"r16_row_stride", py_r16_row_stride, METH_VARARGS, "r16_row_stride(n_cols) -> the padded Q8_0 R16 row stride"},

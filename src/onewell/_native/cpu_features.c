@@ -120,6 +120,11 @@ int ow_default_wide_tiles(const ow_cpu_features *f) {
     return f->intel && f->avx512f && f->amx_tile;
 }
 
+int ow_default_float_gemm(const ow_cpu_features *f) {
+    (void)f;   /* one measured CPU so far (entry 25); benchmarks/cpu_decisions.sh measures the next */
+    return 1;
+}
+
 static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod", "avxvnni"};
 
 const char *ow_isa_name(ow_isa isa) {

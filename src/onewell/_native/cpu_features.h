@@ -37,6 +37,10 @@ size_t ow_default_f16_prefetch(const ow_cpu_features *f);
  * register (Intel Xeons with AMX; measured on one, perf-log entry 24); 0 elsewhere: Zen 4 splits 512-bit work
  * into two halves, some earlier Intel CPUs have one 512-bit FMA unit, and Zen 5 was never measured. */
 int ow_default_wide_tiles(const ow_cpu_features *f);
+/* 1 where Q8_0 prefill on the AVX2 paths is faster as a float GEMM than through the exact int8 tile: measured on an
+ * Intel Xeon with AMX (1.18-1.19x, perf-log entry 25), where the int8 tile's conversion shares the FMA ports. Not
+ * yet measured on AMD, whose conversions run on other pipes than its multiplies (entry 20): 1 until measured. */
+int ow_default_float_gemm(const ow_cpu_features *f);
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not
  * cap). */

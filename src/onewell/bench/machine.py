@@ -120,7 +120,8 @@ def default_thread_counts(cores: int) -> list[int]:
 
 def isa_info() -> dict:
     """ISA the native core picked (after ONEWELL_ISA), the matmul kernel path, the CPU's vendor/family/model and
-    the decode kernels' software prefetch distance; None if the core is missing."""
+    the per-CPU kernel choices (decode prefetch distance, AVX-512 wide tiles, AVX2 float GEMM); None if the core is
+    missing."""
     try:
         from onewell._native import _core
         from onewell.runtime.native_kernels import default_path
@@ -132,7 +133,8 @@ def isa_info() -> dict:
     cpu_id = f"{ident['vendor']} family {ident['family']} model {ident['model']}" if ident["vendor"] else None
     return {"isa": isa, "kernel_path": default_path(), "cpu_features": {k: bool(v) for k, v in features.items()},
             "cpu_id": cpu_id, "decode_prefetch_bytes": _core.r16_prefetch(-1),
-            "wide_tiles": bool(_core.wide_tiles(-1))}   # AVX-512 prefill tiles, two rows per zmm (perf-log 24)
+            "wide_tiles": bool(_core.wide_tiles(-1)),   # AVX-512 prefill tiles, two rows per zmm (perf-log 24)
+            "float_gemm": bool(_core.float_gemm(-1))}   # AVX2 Q8_0 prefill as a float GEMM (perf-log 25)
 
 
 def machine_info() -> dict:

@@ -69,6 +69,7 @@ SCHEMA: dict = {
                 "cpu_id": _str_or_null,
                 "decode_prefetch_bytes": _int_or_null,
                 "wide_tiles": {"type": ["boolean", "null"]},
+                "float_gemm": {"type": ["boolean", "null"]},
                 "cpu_features": {"type": "object", "additionalProperties": {"type": "boolean"}},
                 "os": {"type": "string"},
                 "python": {"type": "string"},
@@ -363,7 +364,9 @@ def render_header(report: dict) -> list[str]:
         f"{m['kernel_path'] or '?'}{' (ONEWELL_ISA=' + m['isa_override'] + ')' if m.get('isa_override') else ''}"
         + (f"; {m['cpu_id']}" if m.get("cpu_id") else "")
         + (f", decode prefetch {m['decode_prefetch_bytes']} B" if m.get("decode_prefetch_bytes") is not None else "")
-        + (", 512-bit prefill tiles" if m.get("wide_tiles") and m.get("kernel_path") == "avx512" else ""),
+        + (", 512-bit prefill tiles" if m.get("wide_tiles") and m.get("kernel_path") == "avx512" else "")
+        + (", Q8_0 prefill as float GEMM" if m.get("float_gemm") and m.get("kernel_path") in ("avx2", "avx2-vnni")
+           else ""),
         f"threads: {', '.join(map(str, s['threads']))}; {placement_note(m, s['threads'])}",
         f"engine:  onewell {m['onewell_version']}, backend {s['backend']} ({s['backend_class']}"
         + (f", KV cache {s['kv_type']}" if s.get("kv_type") else "")

@@ -115,10 +115,10 @@ GF_INLINE __m256i gf_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* The GEMM; fewer than OW_FLOAT_GEMM_MIN_VECS vectors go to `tile`, the path's int8 tile (which sends one vector
- * to the decode kernel) */
+/* The GEMM; fewer than OW_FLOAT_GEMM_MIN_VECS vectors, or any batch with the float_gemm knob off, go to `tile`,
+ * the path's int8 tile (which sends one vector to the decode kernel) */
 GF_INLINE void gf_gemm(void (*tile)(OW_TILE_ARGS), OW_TILE_ARGS) {
-    if (n_vec < OW_FLOAT_GEMM_MIN_VECS) {
+    if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm()) {
         tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
         return;
     }

@@ -59,6 +59,13 @@ int ow_r16_row_stream(void) { return r16_row_stream_on; }
 static _Atomic int wide_tiles = -1;   /* -1: this CPU's default */
 void ow_set_wide_tiles(int on) { wide_tiles = on != 0; }
 int ow_wide_tiles(void) { const int w = wide_tiles; return w >= 0 ? w : ow_default_wide_tiles(ow_cpu()); }
+static _Atomic int float_gemm = -1;   /* -1: this CPU's default */
+void ow_set_float_gemm(int on) { float_gemm = on != 0; }
+int ow_float_gemm(void) { const int g = float_gemm; return g >= 0 ? g : ow_default_float_gemm(ow_cpu()); }
+static _Atomic size_t r16_act_bytes = OW_R16_ACT_BYTES;
+void ow_set_r16_act_bytes(size_t bytes) { r16_act_bytes = bytes; }
+void ow_reset_r16_act_bytes(void) { r16_act_bytes = OW_R16_ACT_BYTES; }
+size_t ow_r16_act_bytes(void) { return r16_act_bytes; }
 
 /* --- paths ------------------------------------------------------------------------------------------------ */
 

@@ -131,5 +131,16 @@ int ow_r16_row_stream(void);
  * set, this CPU's ow_default_wide_tiles (docs/perf-log.md, entry 24). The results are the same either way. */
 void ow_set_wide_tiles(int on);
 int ow_wide_tiles(void);
+/* Whether Q8_0 prefill on the AVX2 paths runs batches of OW_FLOAT_GEMM_MIN_VECS+ vectors as a float GEMM (1) or
+ * through the exact int8 tile (0): until set, this CPU's ow_default_float_gemm (docs/perf-log.md, entry 25). */
+void ow_set_float_gemm(int on);
+int ow_float_gemm(void);
+/* The activation bytes per vector block of the AVX-512 R16 prefill tiles (ow_r16_vector_block; 0: all vectors in
+ * one block): until set, OW_R16_ACT_BYTES. 16, 24 and 32 KiB ran the same on the Xeon of docs/perf-log.md entry
+ * 25; 24 leaves room in a 32 KiB L1 (Zen 4). The results are the same for any value. */
+#define OW_R16_ACT_BYTES (24 << 10)
+void ow_set_r16_act_bytes(size_t bytes);
+void ow_reset_r16_act_bytes(void);
+size_t ow_r16_act_bytes(void);
 
 #endif

@@ -58,13 +58,13 @@ OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT_Q23K_IQ4_BF16(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
-/* The R16 prefill tiles' vectors per block: as many as fit OW_R16_ACT_BYTES of activations (x_stride bytes each),
- * a multiple of `group` (the vectors per pass over a row), at least one group, at most n_vec. 16, 24 and 32 KiB
- * ran the same on the Xeon of docs/perf-log.md entry 25; 24 leaves room in a 32 KiB L1 (Zen 4). */
-#define OW_R16_ACT_BYTES (24 << 10)
+/* The R16 prefill tiles' vectors per block: as many as fit ow_r16_act_bytes() of activations (x_stride bytes each),
+ * a multiple of `group` (the vectors per pass over a row), at least one group, at most n_vec; 0 bytes: no blocks. */
 static inline int ow_r16_vector_block(size_t x_stride, int n_vec, int group) {
     if (n_vec < 2) return 1;   /* one vector may come with stride 0 (nothing follows it) */
-    const size_t fit = OW_R16_ACT_BYTES / x_stride / (size_t)group * (size_t)group;
+    const size_t budget = ow_r16_act_bytes();
+    if (budget == 0) return n_vec;
+    const size_t fit = budget / x_stride / (size_t)group * (size_t)group;
     return fit < (size_t)group ? group : (fit > (size_t)n_vec ? n_vec : (int)fit);
 }
 /* the R16 layouts' own kernels, n_vec vectors per weight load: 256-bit (vec_dot_r16_avx2.c) and 512-bit */
@@ -89,8 +89,9 @@ OW_FOR_EACH_TILE_AVX2(OW_DECLARE_TILE_AVX2)
 #define OW_FOR_EACH_TILE_AVX2_VNNI(X) X(q8_0_q8_0) X(q4_0_q8_0) X(q5_0_q8_0) X(q4_1_q8_1) X(q5_1_q8_1)
 #define OW_DECLARE_TILE_AVX2_VNNI(name) void vec_dot_##name##_tile_avx2_vnni(OW_TILE_ARGS);
 OW_FOR_EACH_TILE_AVX2_VNNI(OW_DECLARE_TILE_AVX2_VNNI)
-/* Q8_0 prefill on the AVX2 paths, batches of OW_FLOAT_GEMM_MIN_VECS or more as a float GEMM (gemm_q8_0_f32_avx2.c):
- * equal to the decode kernel to float rounding, not bit for bit; smaller batches run the int8 tile above */
+/* Q8_0 prefill on the AVX2 paths, batches of OW_FLOAT_GEMM_MIN_VECS or more as a float GEMM (gemm_q8_0_f32_avx2.c)
+ * while ow_float_gemm() (matvec.h): equal to the decode kernel to float rounding, not bit for bit; smaller batches,
+ * and every batch with the knob off, run the int8 tile above */
 #define OW_FLOAT_GEMM_MIN_VECS 32
 void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
