@@ -68,10 +68,11 @@ def measure_variants(model: str, variants: list[dict], threads: int = 1, reps: i
 
 def set_knobs(v: dict) -> None:
     """The process-wide knobs as variant v names them, this CPU's defaults for the rest"""
+    ident = _core.cpu_identity()
     _core.r16_prefetch(v.get("r16_prefetch", -2))   # -2: this CPU's defaults
     _core.r16_row_stream(v.get("r16_row_stream", 1))
-    _core.wide_tiles(v.get("wide_tiles", _core.cpu_identity()["default_wide_tiles"]))
-    _core.float_gemm(v.get("float_gemm", _core.cpu_identity()["default_float_gemm"]))
+    _core.wide_tiles(v.get("wide_tiles", ident["default_wide_tiles"]))
+    _core.float_gemm(v.get("float_gemm", ident["default_float_gemm"]))
     _core.r16_act_bytes(v.get("r16_act_bytes", -2))
 
 

@@ -27,16 +27,11 @@ from onewell._native import _core
 from onewell.gguf import GGUFReader
 from onewell.hub import ensure_model
 from onewell.models.registry import load_spec
+from onewell.runtime.logprobs import log_softmax
 from onewell.runtime.native import NativeBackend
 from onewell.tokenizer import Tokenizer
 
 DEFAULT_TEXT = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits.astype(np.float64)
-    z -= z.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def onewell_gap(model_path: str, text: str, ctx: int, chunks: int, isa: str | None, threads: int) -> dict:
@@ -54,7 +49,7 @@ def onewell_gap(model_path: str, text: str, ctx: int, chunks: int, isa: str | No
         batched = np.array(backend.forward(chunk, all_logits=True), copy=True)[first:ctx - 1]
         backend.reset()
         alone = np.stack([np.array(backend.forward([t]), copy=True) for t in chunk])[first:ctx - 1]
-        p, q = log_softmax(batched), log_softmax(alone)
+        p, q = (np.stack([log_softmax(row) for row in logits]) for logits in (batched, alone))
         kl.extend((np.exp(p) * (p - q)).sum(axis=-1))
         same.extend(batched.argmax(-1) == alone.argmax(-1))
     return summary(np.array(kl), np.array(same), backend.isa)

@@ -14,7 +14,6 @@ Run it on a quiet machine (nothing compiling or testing: two cores); the full se
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from ab_decode import measure_variants, ratios_to_first
 
 from onewell._native import _core
+from onewell.bench.machine import cpu_model
 from onewell.runtime import native_kernels as nk
 
 QWEN_Q8_0 = "qwen2.5-coder-0.5b-instruct:q8_0"
@@ -47,7 +47,7 @@ def decisions() -> list[Decision]:
     ident = _core.cpu_identity()
     prefetch, f16_prefetch = ident["default_prefetch"], ident["default_f16_prefetch"]
     gemm, wide = ident["default_float_gemm"], ident["default_wide_tiles"]
-    others = lambda current, options: tuple({**o} for o in options if o != current)   # noqa: E731
+    others = lambda current, options: tuple(o for o in options if o != current)   # noqa: E731
     return [
         Decision("float_gemm", "Q8_0 prefill as a float GEMM from 32 vectors (ow_default_float_gemm; perf-log 25)",
                  ("avx2", "avx2-vnni"), ((QWEN_Q8_0, "pp128"),),
@@ -92,10 +92,7 @@ def _label(v: dict) -> str:
 
 def header(reps: int) -> list[str]:
     ident = _core.cpu_identity()
-    model_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                       if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() \
-        else platform.processor()
-    return [f"# Per-CPU kernel decisions measured on {model_name} ({ident['vendor']} family {ident['family']} "
+    return [f"# Per-CPU kernel decisions measured on {cpu_model()} ({ident['vendor']} family {ident['family']} "
             f"model {ident['model']}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
             f"Kernel paths: {', '.join(nk.available_paths())}. This CPU's current choices: {ident}. "
             f"{reps} interleaved repetitions per row; each ratio is the median of per-repetition ratios to the "

@@ -303,20 +303,28 @@ static PyObject *py_r16_row_stride(PyObject *self, PyObject *args) {
     return PyLong_FromSize_t(ow_q8_0_r16_row_stride(n_cols));
 }
 
+/* A byte-count knob: knob(bytes, -1 or -2) -> the setting before the call; -1 only reads it, -2 goes back to the
+ * default; bytes 0 .. 16 MiB */
+static PyObject *bytes_knob(PyObject *args, const char *usage, size_t (*get)(void), void (*set)(size_t),
+                            void (*reset)(void)) {
+    long long bytes;
+    if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
+    if (bytes < -2 || bytes > (1LL << 24)) {
+        PyErr_SetString(PyExc_ValueError, usage);
+        return NULL;
+    }
+    const size_t before = get();
+    if (bytes >= 0) set((size_t)bytes);
+    if (bytes == -2) reset();
+    return PyLong_FromSize_t(before);
+}
+
 /* r16_prefetch(bytes, -1 or -2) -> the distance in effect before the call; -1 only reads it, -2 goes back to this
  * CPU's defaults (one for F16 streams, one for the others: ow_default_f16_prefetch, ow_default_prefetch) */
 static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
     (void)self;
-    long long bytes;
-    if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
-    if (bytes < -2 || bytes > (1LL << 24)) {
-        PyErr_SetString(PyExc_ValueError, "r16_prefetch: bytes must be 0 .. 16 MiB, -1 (read) or -2 (the defaults)");
-        return NULL;
-    }
-    const size_t before = ow_r16_prefetch();
-    if (bytes >= 0) ow_r16_set_prefetch((size_t)bytes);
-    if (bytes == -2) ow_r16_reset_prefetch();
-    return PyLong_FromSize_t(before);
+    return bytes_knob(args, "r16_prefetch: bytes must be 0 .. 16 MiB, -1 (read) or -2 (the defaults)",
+                      ow_r16_prefetch, ow_r16_set_prefetch, ow_r16_reset_prefetch);
 }
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
@@ -381,17 +389,8 @@ static PyObject *py_float_gemm(PyObject *self, PyObject *args) {
 /* r16_act_bytes(bytes, -1 or -2) -> the budget before the call; -1 only reads it, -2 goes back to OW_R16_ACT_BYTES */
 static PyObject *py_r16_act_bytes(PyObject *self, PyObject *args) {
     (void)self;
-    long long bytes;
-    if (!PyArg_ParseTuple(args, "L", &bytes)) return NULL;
-    if (bytes < -2 || bytes > (1LL << 24)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "r16_act_bytes: bytes must be 0 (no blocks) .. 16 MiB, -1 (read) or -2 (the default)");
-        return NULL;
-    }
-    const size_t before = ow_r16_act_bytes();
-    if (bytes >= 0) ow_set_r16_act_bytes((size_t)bytes);
-    if (bytes == -2) ow_reset_r16_act_bytes();
-    return PyLong_FromSize_t(before);
+    return bytes_knob(args, "r16_act_bytes: bytes must be 0 (no blocks) .. 16 MiB, -1 (read) or -2 (the default)",
+                      ow_r16_act_bytes, ow_set_r16_act_bytes, ow_reset_r16_act_bytes);
 }
 
 PyMethodDef ow_kernel_methods[] = {

@@ -121,7 +121,7 @@ int ow_default_wide_tiles(const ow_cpu_features *f) {
 }
 
 int ow_default_float_gemm(const ow_cpu_features *f) {
-    (void)f;   /* one measured CPU so far (entry 25); benchmarks/cpu_decisions.sh measures the next */
+    (void)f;   /* one measured CPU so far (entry 25); benchmarks/cpu_decisions.py measures the next */
     return 1;
 }
 
