@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "vec_dot.h"
+#include "tile_avx2.h"   /* the kernel's dequantize and 8 x 8 transpose */
 
 size_t ow_r16_prefetch(void) { return 0; }
 size_t ow_f16_prefetch(void) { return 0; }
@@ -38,11 +38,6 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* 8 int8 quants times a scale as floats */
-INL __m256 deq8(const int8_t *q, __m256 d) {
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))), d);
-}
-
 /* columns k0..k0+kc of n Q8_0 rows (stride bytes apart) as floats, row-major, ld floats apart */
 static void deq_rows(const uint8_t *x, size_t stride, int n, int64_t k0, int64_t kc, float *out, int64_t ld) {
     for (int v = 0; v < n; v++) {
@@ -50,24 +45,9 @@ static void deq_rows(const uint8_t *x, size_t stride, int n, int64_t k0, int64_t
         for (int64_t b = k0 / 32; b < (k0 + kc) / 32; b++) {
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(xb[b].d));
             float *o = out + v * ld + b * 32 - k0;
-            for (int j = 0; j < 32; j += 8) _mm256_storeu_ps(o + j, deq8(xb[b].qs + j, d));
+            for (int j = 0; j < 32; j += 8) _mm256_storeu_ps(o + j, ta_dequant8_q8(xb[b].qs + j, d));
         }
     }
-}
-
-INL void transpose8(__m256 r[8]) {
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
-    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
-    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
-    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
-    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 /* 16 Q8_0 rows, columns k0..k0+kc, as a k-major panel: panel[k * 16 + r] */
@@ -80,8 +60,8 @@ static void deq_panel(const uint8_t *w, size_t stride, int64_t k0, int64_t kc, f
             for (int j = 0; j < 32; j += 8) {
                 __m256 r[8];
                 for (int i = 0; i < 8; i++)
-                    r[i] = deq8(((const ow_block_q8_0 *)(w + (size_t)(8 * half + i) * stride))[b].qs + j, d[i]);
-                transpose8(r);
+                    r[i] = ta_dequant8_q8(((const ow_block_q8_0 *)(w + (size_t)(8 * half + i) * stride))[b].qs + j, d[i]);
+                ta_transpose8_ps(r);
                 for (int i = 0; i < 8; i++) _mm256_store_ps(panel + (b * 32 + j + i - k0) * PR + 8 * half, r[i]);
             }
         }
@@ -129,8 +109,8 @@ static void deq_panel_bytes(const uint8_t *w, size_t stride, int64_t k0, int64_t
         for (int k = 0; k < 32; k++) {
             const int8_t *col = (const int8_t *)t[k % 16] + 16 * (k / 16);
             float *p = panel + (b * 32 + k - k0) * PR;
-            _mm256_store_ps(p, deq8(col, d0));
-            _mm256_store_ps(p + 8, deq8(col + 8, d1));
+            _mm256_store_ps(p, ta_dequant8_q8(col, d0));
+            _mm256_store_ps(p + 8, ta_dequant8_q8(col + 8, d1));
         }
     }
 }

@@ -27,11 +27,6 @@
 #define GF_VGROUP 128  /* vectors whose floats are dequantized per pass: each panel serves up to this many */
 #define GF_INLINE TA_INLINE
 
-/* 8 quants times their scale as floats: exact */
-GF_INLINE __m256 gf_dequant8(const int8_t *q, __m256 d) {
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))), d);
-}
-
 /* Columns k0..k0+kc of n Q8_0 vectors as floats, GF_KC apart */
 GF_INLINE void gf_vectors(const uint8_t *x, size_t x_stride, int n, int64_t k0, int64_t kc, float *out) {
     for (int v = 0; v < n; v++) {
@@ -39,25 +34,9 @@ GF_INLINE void gf_vectors(const uint8_t *x, size_t x_stride, int n, int64_t k0, 
         float *o = out + (int64_t)v * GF_KC;
         for (int64_t b = 0; b < kc / OW_QK; b++) {
             const __m256 d = _mm256_set1_ps(_cvtsh_ss(xb[b].d));
-            for (int j = 0; j < OW_QK; j += 8) _mm256_store_ps(o + OW_QK * b + j, gf_dequant8(xb[b].qs + j, d));
+            for (int j = 0; j < OW_QK; j += 8) _mm256_store_ps(o + OW_QK * b + j, ta_dequant8_q8(xb[b].qs + j, d));
         }
     }
-}
-
-/* 8 x 8 floats transposed in registers */
-GF_INLINE void gf_transpose8(__m256 r[8]) {
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
-    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
-    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
-    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
-    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 /* Columns k0..k0+kc of n (1..16) rows as a column-major panel, panel[k * 16 + r]; rows n..15 are zeros. 8 rows
@@ -76,8 +55,8 @@ GF_INLINE void gf_panel(const uint8_t *w, size_t w_stride, int n, int64_t k0, in
             for (int i = 0; i < 8; i++) d[i] = _mm256_set1_ps(row[i] ? _cvtsh_ss(row[i][b].d) : 0.0f);
             for (int j = 0; j < OW_QK; j += 8) {
                 __m256 c[8];
-                for (int i = 0; i < 8; i++) c[i] = row[i] ? gf_dequant8(row[i][b].qs + j, d[i]) : _mm256_setzero_ps();
-                gf_transpose8(c);
+                for (int i = 0; i < 8; i++) c[i] = row[i] ? ta_dequant8_q8(row[i][b].qs + j, d[i]) : _mm256_setzero_ps();
+                ta_transpose8_ps(c);
                 float *p = panel + (OW_QK * b + j) * GF_ROWS + 8 * half;
                 for (int i = 0; i < 8; i++) _mm256_store_ps(p + i * GF_ROWS, c[i]);
             }

@@ -1,6 +1,7 @@
 /* What the AVX2 prefill tiles share (vec_dot_tile_avx2.c: the 32-element types; vec_dot_tile_k_avx2.c: Q4_K,
- * Q6_K): the decode kernels' horizontal sums step for step (so a tile's result is bit-identical to the decode
- * kernel's), the walk over the vectors TA_VECS at a time, and the fallback to the decode kernel. Include only
+ * Q6_K; gemm_q8_0_f32_avx2.c: the Q8_0 float GEMM): the decode kernels' horizontal sums step for step (so a tile's
+ * result is bit-identical to the decode kernel's), the walk over the vectors TA_VECS at a time, the fallback to
+ * the decode kernel, and the GEMM's dequantize and transpose. Include only
  * from files compiled with OW_X86_KERNELS. */
 #ifndef ONEWELL_TILE_AVX2_H
 #define ONEWELL_TILE_AVX2_H
@@ -30,6 +31,27 @@ TA_INLINE float ta_hsum128(__m128 s) {   /* OW_FN(hsum_ps128) */
 TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
     const __m128i t = _mm_loadu_si128((const __m128i *)qs);
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
+}
+
+/* 8 Q8_0 quants times their scale as floats: exact (an int8 times an fp16 scale fits a float's 24 bits) */
+TA_INLINE __m256 ta_dequant8_q8(const int8_t *q, __m256 d) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))), d);
+}
+
+/* 8 x 8 floats transposed in registers (the float GEMM's row panels) */
+TA_INLINE void ta_transpose8_ps(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 /* zeros after nb scales, which the tiles read in groups of 8 */
