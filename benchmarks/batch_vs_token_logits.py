@@ -11,7 +11,7 @@ KL has a small floor, measured by comparing the batched run with itself. onewell
 all_logits=True)` against `forward([t])` per token, on the kernel path given (the float GEMM knob as set).
 
     python benchmarks/batch_vs_token_logits.py qwen2.5-coder-0.5b-instruct:q8_0 --isa avx2 \
-        --llama-perplexity ~/.cache/onewell/llama.cpp/.../build-avx2/bin/llama-perplexity
+        --llama-perplexity "$(benchmarks/llamacpp_build.sh --isa avx2 llama-perplexity)"
 """
 from __future__ import annotations
 

