@@ -6,8 +6,9 @@
 #   3. vs_llamacpp.sh on each ISA path (native/, avx2/, avxvnni/): pp128 and tg32, 1 and 2 threads;
 #   4. kv_depth.sh with the f16 cache, 2 threads, on each path (kv-native/, kv-avx2/): tg32 at depth 0 and 4,096;
 #   5. vs_summary.py over all of it (summary.md): median pair ratios against issue 14's targets.
-# About 1.5 hours on 2 cores. Run it on an otherwise idle machine, then read summary.md and cpu-decisions.md:
-# a variant above 1 at both thread counts is a case for a row in cpu_features.c (docs/benchmarking.md).
+# About 20 minutes on 2 cores (perf-log 27), plus ~4 minutes per llama.cpp build it has to make. Run it on an
+# otherwise idle machine, then read summary.md and cpu-decisions.md: a variant above 1 at both thread counts is a
+# case for a row in cpu_features.c (docs/benchmarking.md).
 #
 # usage: benchmarks/new_cpu.sh
 # environment: OUT_DIR (default bench-results/new-cpu-<UTC date-time>); REPS (default 5); PYTHON (default the
