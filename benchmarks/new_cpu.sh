@@ -2,17 +2,19 @@
 # Everything a CPU the project was never measured on needs, in one run, into one folder:
 #   1. the llama.cpp 11434 builds this CPU compares against (llamacpp_build.sh: native; avx2 and avxvnni where
 #      they differ from native), all before any timing, so nothing compiles while something is measured;
-#   2. cpu_decisions.py: every per-CPU kernel choice against its alternatives (cpu-decisions.md);
+#   2. prototypes/x86_pipe_pairs.py: which prefill-tile instructions share execution pipes here (pipe-pairs.txt;
+#      3 s; on Zen 4 it showed why the int8 tiles and the float GEMM share one floor, perf-log 20 and 27);
+#      cpu_decisions.py: every per-CPU kernel choice against its alternatives (cpu-decisions.md);
 #   3. vs_llamacpp.sh on each ISA path (native/, avx2/, avxvnni/): pp128 and tg32, 1 and 2 threads;
 #   4. kv_depth.sh with the f16 cache, 2 threads, on each path (kv-native/, kv-avx2/): tg32 at depth 0 and 4,096;
 #   5. vs_summary.py over all of it (summary.md): median pair ratios against issue 14's targets.
 # About 20 minutes on 2 cores (perf-log 27), plus ~4 minutes per llama.cpp build it has to make. Run it on an
-# otherwise idle machine, then read summary.md and cpu-decisions.md: a variant above 1 at both thread counts is a
-# case for a row in cpu_features.c (docs/benchmarking.md).
+# otherwise idle machine, then read summary.md, cpu-decisions.md and pipe-pairs.txt: a variant above 1 at both
+# thread counts is a case for a row in cpu_features.c (docs/benchmarking.md).
 #
 # usage: benchmarks/new_cpu.sh
 # environment: OUT_DIR (default bench-results/new-cpu-<UTC date-time>); REPS (default 5); PYTHON (default the
-#   project's .venv if there is one); SKIP (space-separated steps to leave out: decisions, vs, kv)
+#   project's .venv if there is one); SKIP (space-separated steps to leave out: pipes, decisions, vs, kv)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +43,10 @@ for isa in "${PATHS[@]}"; do
     say "llama.cpp for $isa: $(bash "$HERE/llamacpp_build.sh" --isa "$isa" llama-bench)"
 done
 
+if [[ $SKIP != *" pipes "* ]]; then
+    say "execution pipes shared by the prefill tiles' instructions (x86_pipe_pairs.py)"
+    "$PYTHON" "$HERE/prototypes/x86_pipe_pairs.py" > "$OUT_DIR/pipe-pairs.txt"
+fi
 if [[ $SKIP != *" decisions "* ]]; then
     say "per-CPU kernel choices (cpu_decisions.py)"
     "$PYTHON" "$HERE/cpu_decisions.py" --reps "$REPS" --out "$OUT_DIR/cpu-decisions.md"
