@@ -75,7 +75,7 @@ def innermost_loops(lines: list[str]) -> list[Loop]:
             body.append(line.strip())
             b = BRANCH.match(line)
             if b and b.group(1) == label:
-                loops.append(Loop(function, label, body[:-1] + [body[-1]]))
+                loops.append(Loop(function, label, body))
                 label, body = None, []
             elif line.split()[0].startswith(("j", "ret")):
                 label, body = None, []      # leaves the block elsewhere: not a single-block loop

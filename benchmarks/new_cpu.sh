@@ -29,10 +29,11 @@ export PYTHON ONEWELL="$PYTHON -m onewell"
 say() { printf '[new_cpu] %s\n' "$*" >&2; }
 has_flag() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1"; }
 
-# the paths this CPU has besides native: forced AVX2 where native is wider; AVX-VNNI where the CPU has it
+# the paths this CPU has besides native: forced AVX2 where native is wider; AVX-VNNI where native is AVX-512 (on a
+# CPU with AVX-VNNI and no AVX-512, native already is that path)
 PATHS=(native)
 if has_flag avx2 && { has_flag avx512f || has_flag avx_vnni; }; then PATHS+=(avx2); fi
-if has_flag avx_vnni; then PATHS+=(avxvnni); fi
+if has_flag avx_vnni && has_flag avx512f; then PATHS+=(avxvnni); fi
 
 mkdir -p "$OUT_DIR"
 say "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) logical CPUs; paths: ${PATHS[*]}; into $OUT_DIR"
@@ -59,8 +60,8 @@ if [[ $SKIP != *" vs "* ]]; then
     done
 fi
 if [[ $SKIP != *" kv "* ]]; then
-    for isa in native avx2; do
-        [[ $isa == native || " ${PATHS[*]} " == *" avx2 "* ]] || continue
+    for isa in "${PATHS[@]}"; do
+        [[ $isa != avxvnni ]] || continue   # depth runs on native and forced AVX2, issue 14's two paths
         say "decode at depth 4,096, f16 cache, $isa path"
         LLAMA_ISA=$isa KV_TYPES=f16 THREADS=2 REPS=3 OUT_DIR=$OUT_DIR/kv-$isa bash "$HERE/kv_depth.sh"
     done
