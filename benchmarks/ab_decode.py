@@ -5,7 +5,8 @@ knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetc
 CPU's, _core.cpu_identity(), which may differ for F16), `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
 4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0/F16 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
 default: this CPU's), `float_gemm` (Q8_0 prefill on the AVX2 paths: 1, a float GEMM from 32 vectors; 0, the
-exact int8 tile; default: this CPU's) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
+exact int8 tile; default: this CPU's), `gemm_overlap` (that GEMM builds its next weight panel between its
+micro-kernel calls: 1, or after them: 0; default: this CPU's) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
 prefill tiles; 0: one block; default 24 KiB). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
 ran back to back, so a slow moment of the machine hits both).
@@ -25,7 +26,7 @@ from onewell.hub import ensure_model
 from onewell.models.registry import load_spec
 from onewell.runtime.native import NativeBackend
 
-KNOBS = ("r16_prefetch", "r16_row_stream", "wide_tiles", "float_gemm", "r16_act_bytes")
+KNOBS = ("r16_prefetch", "r16_row_stream", "wide_tiles", "float_gemm", "gemm_overlap", "r16_act_bytes")
 
 
 def tg_speed(backend: NativeBackend, n_gen: int) -> float:
@@ -73,6 +74,7 @@ def set_knobs(v: dict) -> None:
     _core.r16_row_stream(v.get("r16_row_stream", 1))
     _core.wide_tiles(v.get("wide_tiles", ident["default_wide_tiles"]))
     _core.float_gemm(v.get("float_gemm", ident["default_float_gemm"]))
+    _core.gemm_overlap(v.get("gemm_overlap", ident["default_gemm_overlap"]))
     _core.r16_act_bytes(v.get("r16_act_bytes", -2))
 
 

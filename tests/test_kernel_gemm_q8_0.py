@@ -11,6 +11,9 @@ too long for the int8 tile's scratch, batches around 32 (the switch) and 128 (th
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -145,6 +148,38 @@ def test_the_knob_takes_0_1_or_minus_1_and_defaults_to_the_cpus_choice():
         _core.float_gemm(-2)
     assert _core.float_gemm(-1) == 1   # the fixture's
     assert _core.cpu_identity()["default_float_gemm"] in (0, 1)
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+@pytest.mark.parametrize("rows, cols, n_vec", [(16, 256, 32), (37, 896, 33), (130, 288, 128), (21, 4896, 47),
+                                               (19, 96, 129), (7, 544, 200), (3, 16416, 32)])
+def test_panels_built_in_turn_or_between_the_micro_calls_give_the_same_floats(path, rows, cols, n_vec):
+    """_core.gemm_overlap only moves where the next weight panel is built (perf-log 28): bit for bit the same
+    results, with fewer micro-kernel calls than panel parts (32 vectors), several passes and vector groups"""
+    rng = np.random.default_rng(rows + cols + n_vec)
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    before = _core.gemm_overlap(0)
+    try:
+        in_turn = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+        assert _core.gemm_overlap(1) == 0
+        overlapped = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+    finally:
+        _core.gemm_overlap(before)
+    np.testing.assert_array_equal(overlapped, in_turn)
+    exact, magnitude = twin(raw, rows, cols, x)
+    assert np.all(np.abs(overlapped - exact) <= RTOL * magnitude)
+
+
+def test_the_overlap_knob_takes_0_1_or_minus_1_and_defaults_to_a_48_kib_l1():
+    for bad in (2, -2):
+        with pytest.raises(ValueError, match="gemm_overlap"):
+            _core.gemm_overlap(bad)
+    ident = _core.cpu_identity()
+    assert ident["default_gemm_overlap"] == int(ident["l1d_kib"] >= 48)
+    fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.gemm_overlap(-1))"],
+                           capture_output=True, text=True, check=True)
+    assert int(fresh.stdout) == ident["default_gemm_overlap"]
 
 
 def real_q8_0_rows(path, per_tensor: int = 40) -> list[tuple[str, int, np.ndarray]]:

@@ -12,8 +12,10 @@ What must hold, and how tight:
 """
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -441,6 +443,22 @@ def test_wide_tiles_default_follows_the_cpu():
         assert _core.wide_tiles(1 - before) == before and _core.wide_tiles(-1) == 1 - before
     finally:
         _core.wide_tiles(before)
+
+
+def test_the_l1_data_cache_size_is_the_one_linux_reports():
+    """cpuid's L1 data size (it picks ow_default_gemm_overlap) against the kernel's cacheinfo, where Linux has it;
+    0 off x86 (not probed: the GEMM it tunes is x86 code)"""
+    reported = _core.cpu_identity()["l1d_kib"]
+    if platform.machine() not in ("x86_64", "AMD64", "i686"):
+        assert reported == 0
+        return
+    index = Path("/sys/devices/system/cpu/cpu0/cache")
+    l1d = [d for d in index.glob("index*") if (d / "level").read_text().strip() == "1"
+           and (d / "type").read_text().strip() == "Data"]
+    if not l1d:
+        assert 0 <= reported <= 4096   # no cacheinfo to compare with (not Linux, or a container hiding it)
+        return
+    assert reported == int((l1d[0] / "size").read_text().strip().rstrip("K"))
 
 
 def test_f16_streams_have_their_own_default_distance_and_the_knob_resets():

@@ -328,17 +328,18 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
 }
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
- * "default_wide_tiles", "default_float_gemm"}
+ * "default_wide_tiles", "default_float_gemm", "l1d_kib", "default_gemm_overlap"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
                          "family", f->family, "model", f->model, "default_prefetch",
                          (Py_ssize_t)ow_default_prefetch(f), "default_f16_prefetch",
                          (Py_ssize_t)ow_default_f16_prefetch(f), "default_wide_tiles", ow_default_wide_tiles(f),
-                         "default_float_gemm", ow_default_float_gemm(f));
+                         "default_float_gemm", ow_default_float_gemm(f), "l1d_kib", f->l1d_kib,
+                         "default_gemm_overlap", ow_default_gemm_overlap(f));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
@@ -386,6 +387,12 @@ static PyObject *py_float_gemm(PyObject *self, PyObject *args) {
                        ow_float_gemm, ow_set_float_gemm);
 }
 
+static PyObject *py_gemm_overlap(PyObject *self, PyObject *args) {
+    (void)self;
+    return switch_knob(args, "gemm_overlap: 0 (each panel built in turn), 1 (the next panel built between the "
+                       "micro-kernel calls) or -1 (read)", ow_gemm_overlap, ow_set_gemm_overlap);
+}
+
 /* r16_act_bytes(bytes, -1 or -2) -> the budget before the call; -1 only reads it, -2 goes back to OW_R16_ACT_BYTES */
 static PyObject *py_r16_act_bytes(PyObject *self, PyObject *args) {
     (void)self;
@@ -409,6 +416,8 @@ PyMethodDef ow_kernel_methods[] = {
      "r16_prefetch(bytes, -1 or -2) -> previous software prefetch distance of the streaming decode kernels (0 = off; -1 reads, -2 returns to this CPU's defaults)"},
     {"wide_tiles", py_wide_tiles, METH_VARARGS,
      "wide_tiles(0, 1 or -1) -> previous setting: the AVX-512 Q4_0/Q5_0/F16 prefill tiles hold two rows per zmm (1) or one per ymm (0)"},
+    {"gemm_overlap", py_gemm_overlap, METH_VARARGS,
+     "gemm_overlap(0, 1 or -1) -> previous setting: the float GEMM builds its next weight panel between its micro-kernel calls (1) or after them (0); the same results"},
     {"float_gemm", py_float_gemm, METH_VARARGS,
      "float_gemm(0, 1 or -1) -> previous setting: Q8_0 prefill on the AVX2 paths as a float GEMM from 32 vectors (1) or through the exact int8 tile (0)"},
     {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,

@@ -39,6 +39,25 @@ static void probe(ow_cpu_features *f) {
     f->avx512_bf16 = zmm_ok && f->avx512f && ((a >> 5) & 1);
 }
 
+/* L1 data cache size in KiB: AMD reports it in leaf 0x80000005 (ECX bits 31..24); Intel describes each cache level
+ * in leaf 4's subleaves (size = ways x partitions x line size x sets). 0 if not reported. */
+static int probe_l1d_kib(int amd) {
+    unsigned int a, b, c, d;
+    if (amd) return __get_cpuid(0x80000005u, &a, &b, &c, &d) ? (int)(c >> 24) : 0;
+    if (__get_cpuid_max(0, 0) < 4) return 0;
+    for (unsigned int i = 0; i < 16; i++) {
+        __cpuid_count(4, i, a, b, c, d);
+        const unsigned int type = a & 0x1f, level = (a >> 5) & 0x7;
+        if (type == 0) break;
+        if (type == 1 && level == 1) {   /* data cache, level 1 */
+            const unsigned long long bytes = (unsigned long long)((b >> 22) + 1) * (((b >> 12) & 0x3ff) + 1) *
+                                             ((b & 0xfff) + 1) * ((unsigned long long)c + 1);
+            return (int)(bytes >> 10);
+        }
+    }
+    return 0;
+}
+
 /* vendor and display family / model: family 15 adds the extended family, families 6 and 15 the extended model */
 static void probe_identity(ow_cpu_features *f) {
     unsigned int a, b, c, d;
@@ -50,6 +69,7 @@ static void probe_identity(ow_cpu_features *f) {
     const int ext_family = (int)((a >> 20) & 0xff), ext_model = (int)((a >> 16) & 0xf);
     f->family = base_family == 15 ? base_family + ext_family : base_family;
     f->model = base_family == 6 || base_family == 15 ? base_model | (ext_model << 4) : base_model;
+    f->l1d_kib = probe_l1d_kib(f->amd);
 }
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -124,6 +144,8 @@ int ow_default_float_gemm(const ow_cpu_features *f) {
     (void)f;   /* one measured CPU so far (entry 25); benchmarks/cpu_decisions.py measures the next */
     return 1;
 }
+
+int ow_default_gemm_overlap(const ow_cpu_features *f) { return f->l1d_kib >= 48; }
 
 static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod", "avxvnni"};
 

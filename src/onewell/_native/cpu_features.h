@@ -24,6 +24,7 @@ typedef struct {
     int amx_tile;                                    /* Intel AMX (reported; picks ow_default_wide_tiles) */
     int neon, dotprod, i8mm;                         /* aarch64: AdvSIMD, sdot/udot, smmla (i8mm is reported only) */
     int amd, intel, family, model;                   /* x86: vendor and display family / model (cpuid leaf 1) */
+    int l1d_kib;                                     /* x86: level-1 data cache per core, KiB (0: not reported) */
 } ow_cpu_features;
 
 const ow_cpu_features *ow_cpu(void);
@@ -41,6 +42,11 @@ int ow_default_wide_tiles(const ow_cpu_features *f);
  * Intel Xeon with AMX (1.18-1.19x, perf-log entry 25), where the int8 tile's conversion shares the FMA ports. Not
  * yet measured on AMD, whose conversions run on other pipes than its multiplies (entry 20): 1 until measured. */
 int ow_default_float_gemm(const ow_cpu_features *f);
+/* 1 where the float GEMM builds its next weight panel between the micro-kernel calls of this one (its shuffles and
+ * loads beside the FMAs): needs both 16 KiB panels and the vectors' lines in L1, so CPUs with 48 KiB or more of L1
+ * data (1.01-1.03x on the Xeon of perf-log entry 28); 32 KiB L1s (Zen 3, Zen 4) build each panel in turn, as
+ * before. Same floats either way. */
+int ow_default_gemm_overlap(const ow_cpu_features *f);
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not
  * cap). */

@@ -45,6 +45,7 @@
 
 #define OW_LINE 64
 #define DEFAULT_SPIN_NS 100000
+#define OW_POOL_STACK_BYTES ((size_t)8 << 20)   /* glibc's default on x86-64 Linux */
 
 struct ow_pool {
     /* Read-mostly: configuration and the job descriptor (written by the caller only when no worker reads). */
@@ -400,13 +401,18 @@ ow_pool *ow_pool_create(int n_threads) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
+    /* An explicit stack: kernels keep their scratch on it (the Q8_0 float GEMM ~160 KiB), more than some libcs give a
+     * thread by default (musl: 128 KiB) */
+    pthread_attr_t attr;
+    const int have_attr = pthread_attr_init(&attr) == 0;
+    if (have_attr) pthread_attr_setstacksize(&attr, OW_POOL_STACK_BYTES);
     int started = 0;
     for (int i = 1; i < n_threads; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (!a) break;
         a->pool = p;
         a->index = i;
-        if (pthread_create(&p->threads[i - 1], NULL, worker_main, a) != 0) { free(a); break; }
+        if (pthread_create(&p->threads[i - 1], have_attr ? &attr : NULL, worker_main, a) != 0) { free(a); break; }
 #if defined(__linux__) && defined(__GLIBC__)
         char name[32];
         snprintf(name, sizeof name, "onewell-w%d", i);
@@ -416,6 +422,7 @@ ow_pool *ow_pool_create(int n_threads) {
         started++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (have_attr) pthread_attr_destroy(&attr);
     if (started != n_threads - 1) {
         stop_and_join(p, started);
         free_pool(p);

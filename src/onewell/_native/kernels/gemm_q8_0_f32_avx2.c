@@ -39,30 +39,33 @@ GF_INLINE void gf_vectors(const uint8_t *x, size_t x_stride, int n, int64_t k0, 
     }
 }
 
-/* Columns k0..k0+kc of n (1..16) rows as a column-major panel, panel[k * 16 + r]; rows n..15 are zeros. 8 rows
- * at a time, 8 x 8 floats transposed by shuffles. (Transposing the 16 x 32 quants as bytes first takes fewer
- * shuffles and ran 1.3x faster with the rows in L1, but made prefill 4 % slower with the rows streamed from
- * memory: docs/perf-log.md, entry 25.) */
-GF_INLINE void gf_panel(const uint8_t *w, size_t w_stride, int n, int64_t k0, int64_t kc, float *panel) {
-    for (int half = 0; half < 2; half++) {
-        const ow_block_q8_0 *row[8];
-        for (int i = 0; i < 8; i++) {
-            const int r = 8 * half + i;
-            row[i] = r < n ? (const ow_block_q8_0 *)(w + (size_t)r * w_stride) + k0 / OW_QK : NULL;
-        }
-        for (int64_t b = 0; b < kc / OW_QK; b++) {
-            __m256 d[8];
-            for (int i = 0; i < 8; i++) d[i] = _mm256_set1_ps(row[i] ? _cvtsh_ss(row[i][b].d) : 0.0f);
-            for (int j = 0; j < OW_QK; j += 8) {
-                __m256 c[8];
-                for (int i = 0; i < 8; i++) c[i] = row[i] ? ta_dequant8_q8(row[i][b].qs + j, d[i]) : _mm256_setzero_ps();
-                ta_transpose8_ps(c);
-                float *p = panel + (OW_QK * b + j) * GF_ROWS + 8 * half;
-                for (int i = 0; i < 8; i++) _mm256_store_ps(p + i * GF_ROWS, c[i]);
-            }
-        }
+/* Part `part` of a panel: block b (of kc / 32) of rows 8 * half .. 8 * half + 7 (of n, 1..16; rows n..15 are
+ * zeros), with part = half * (kc / 32) + b. The whole panel holds columns k0..k0+kc column-major, panel[k * 16 + r];
+ * 8 x 8 floats are transposed by shuffles. (Transposing the 16 x 32 quants as bytes first takes fewer shuffles and
+ * ran 1.3x faster with the rows in L1, but made prefill 4 % slower with the rows streamed from memory:
+ * docs/perf-log.md, entry 25.) */
+GF_INLINE void gf_panel_part(const uint8_t *w, size_t w_stride, int n, int64_t k0, int64_t kc, int part,
+                             float *panel) {
+    const int64_t nb = kc / OW_QK, b = part % nb;
+    const int half = (int)(part / nb);
+    const ow_block_q8_0 *blk[8];
+    __m256 d[8];
+    for (int i = 0; i < 8; i++) {
+        const int r = 8 * half + i;
+        blk[i] = r < n ? (const ow_block_q8_0 *)(w + (size_t)r * w_stride) + k0 / OW_QK + b : NULL;
+        d[i] = _mm256_set1_ps(blk[i] ? _cvtsh_ss(blk[i]->d) : 0.0f);
+    }
+    for (int j = 0; j < OW_QK; j += 8) {
+        __m256 c[8];
+        for (int i = 0; i < 8; i++) c[i] = blk[i] ? ta_dequant8_q8(blk[i]->qs + j, d[i]) : _mm256_setzero_ps();
+        ta_transpose8_ps(c);
+        float *p = panel + (OW_QK * b + j) * GF_ROWS + 8 * half;
+        for (int i = 0; i < 8; i++) _mm256_store_ps(p + i * GF_ROWS, c[i]);
     }
 }
+
+/* parts of a panel of kc columns */
+GF_INLINE int gf_panel_parts(int64_t kc) { return (int)(2 * (kc / OW_QK)); }
 
 /* NV vectors (floats xf, GF_KC apart) times the panel's kc columns into y[v * y_stride + 0..15] (rows past
  * `rows` left alone: masked); the first pass stores, the later ones add */
@@ -94,40 +97,76 @@ GF_INLINE __m256i gf_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* A panel's place in a call's sequence: rows r0.. (rows of them) of the pass over columns k0..k0+kc */
+typedef struct {
+    int64_t k0, kc, r0;
+    int rows;
+} gf_step;
+
+GF_INLINE gf_step gf_first_step(int64_t n_cols, int64_t nr) {
+    gf_step s = {0, n_cols < GF_KC ? n_cols : GF_KC, 0, nr < GF_ROWS ? (int)nr : GF_ROWS};
+    return s;
+}
+
+/* the next panel: the next 16 rows of this pass, else the first 16 of the next pass; kc = 0 after the last */
+GF_INLINE gf_step gf_next_step(gf_step s, int64_t n_cols, int64_t nr) {
+    s.r0 += GF_ROWS;
+    if (s.r0 >= nr) {
+        s.r0 = 0;
+        s.k0 += s.kc;
+        s.kc = n_cols - s.k0 < GF_KC ? n_cols - s.k0 : GF_KC;
+    }
+    s.rows = nr - s.r0 < GF_ROWS ? (int)(nr - s.r0) : GF_ROWS;
+    return s;
+}
+
 /* The GEMM; fewer than OW_FLOAT_GEMM_MIN_VECS vectors, or any batch with the float_gemm knob off, go to `tile`,
- * the path's int8 tile (which sends one vector to the decode kernel) */
+ * the path's int8 tile (which sends one vector to the decode kernel).
+ * With ow_gemm_overlap() the next panel is built while this one is used, a part after each micro-kernel call: its
+ * loads and shuffles then run beside the FMAs instead of in a phase of their own, and its rows' memory latency
+ * hides behind them (1.02-1.03x, docs/perf-log.md entry 28). Two 16 KiB panels and the vectors' lines then share
+ * L1, so CPUs with a 32 KiB L1 build each panel after the last micro-kernel call of the one before. */
 GF_INLINE void gf_gemm(void (*tile)(OW_TILE_ARGS), OW_TILE_ARGS) {
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm()) {
         tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
         return;
     }
     float xf[GF_VGROUP * GF_KC] __attribute__((aligned(32)));
-    float panel[GF_ROWS * GF_KC] __attribute__((aligned(32)));
-    const uint8_t *xq = x;
+    float panels[2][GF_ROWS * GF_KC] __attribute__((aligned(32)));
+    const int overlap = ow_gemm_overlap();
     for (int v0 = 0; v0 < n_vec; v0 += GF_VGROUP) {
         const int nv = n_vec - v0 < GF_VGROUP ? n_vec - v0 : GF_VGROUP;
-        for (int64_t k0 = 0; k0 < n_cols; k0 += GF_KC) {
-            const int64_t kc = n_cols - k0 < GF_KC ? n_cols - k0 : GF_KC;
-            gf_vectors(xq + (size_t)v0 * x_stride, x_stride, nv, k0, kc, xf);
-            for (int r0 = 0; r0 < nr; r0 += GF_ROWS) {
-                const int rows = nr - r0 < GF_ROWS ? nr - r0 : GF_ROWS;
-                const __m256i m0 = gf_mask(rows), m1 = gf_mask(rows - 8);
-                gf_panel(w + (size_t)r0 * w_stride, w_stride, rows, k0, kc, panel);
-                float *yv = y + (int64_t)v0 * y_stride + r0;
-                int v = 0;
-                for (; v + GF_VECS <= nv; v += GF_VECS)
-                    gf_micro(panel, kc, xf + (int64_t)v * GF_KC, yv + v * y_stride, y_stride, k0 == 0, m0, m1, GF_VECS);
+        const int calls = (nv + GF_VECS - 1) / GF_VECS;
+        gf_step cur = gf_first_step(n_cols, nr);
+        for (int p = 0; p < gf_panel_parts(cur.kc); p++) gf_panel_part(w, w_stride, cur.rows, 0, cur.kc, p, panels[0]);
+        for (int i = 0; cur.kc > 0; i++) {
+            const float *panel = panels[i & 1];
+            float *next_panel = panels[(i + 1) & 1];
+            const gf_step nxt = gf_next_step(cur, n_cols, nr);
+            const uint8_t *nw = w + (size_t)nxt.r0 * w_stride;
+            const int parts = nxt.kc > 0 ? gf_panel_parts(nxt.kc) : 0;
+            const int per_call = overlap ? (parts + calls - 1) / calls : 0;
+            if (cur.r0 == 0) gf_vectors(x + (size_t)v0 * x_stride, x_stride, nv, cur.k0, cur.kc, xf);
+            const __m256i m0 = gf_mask(cur.rows), m1 = gf_mask(cur.rows - 8);
+            float *yv = y + (int64_t)v0 * y_stride + cur.r0;
+            const int first = cur.k0 == 0;
+            int part = 0;
+            for (int v = 0; v < nv; v += GF_VECS) {
                 const float *xr = xf + (int64_t)v * GF_KC;
                 float *yr = yv + v * y_stride;
                 switch (nv - v) {
-                case 5: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 5); break;
-                case 4: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 4); break;
-                case 3: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 3); break;
-                case 2: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 2); break;
-                case 1: gf_micro(panel, kc, xr, yr, y_stride, k0 == 0, m0, m1, 1); break;
-                default: break;
+                case 1: gf_micro(panel, cur.kc, xr, yr, y_stride, first, m0, m1, 1); break;
+                case 2: gf_micro(panel, cur.kc, xr, yr, y_stride, first, m0, m1, 2); break;
+                case 3: gf_micro(panel, cur.kc, xr, yr, y_stride, first, m0, m1, 3); break;
+                case 4: gf_micro(panel, cur.kc, xr, yr, y_stride, first, m0, m1, 4); break;
+                case 5: gf_micro(panel, cur.kc, xr, yr, y_stride, first, m0, m1, 5); break;
+                default: gf_micro(panel, cur.kc, xr, yr, y_stride, first, m0, m1, GF_VECS); break;
                 }
+                for (int e = part + per_call; part < e && part < parts; part++)
+                    gf_panel_part(nw, w_stride, nxt.rows, nxt.k0, nxt.kc, part, next_panel);
             }
+            for (; part < parts; part++) gf_panel_part(nw, w_stride, nxt.rows, nxt.k0, nxt.kc, part, next_panel);
+            cur = nxt;
         }
     }
 }

@@ -135,6 +135,10 @@ int ow_wide_tiles(void);
  * through the exact int8 tile (0): until set, this CPU's ow_default_float_gemm (docs/perf-log.md, entry 25). */
 void ow_set_float_gemm(int on);
 int ow_float_gemm(void);
+/* Whether the float GEMM builds its next weight panel between the micro-kernel calls (1) or after them (0): until
+ * set, this CPU's ow_default_gemm_overlap (docs/perf-log.md, entry 28). The results are the same either way. */
+void ow_set_gemm_overlap(int on);
+int ow_gemm_overlap(void);
 /* The activation bytes per vector block of the AVX-512 R16 prefill tiles (ow_r16_vector_block; 0: all vectors in
  * one block): until set, OW_R16_ACT_BYTES. 16, 24 and 32 KiB ran the same on the Xeon of docs/perf-log.md entry
  * 25; 24 leaves room in a 32 KiB L1 (Zen 4). The results are the same for any value. */
