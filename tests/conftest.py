@@ -25,6 +25,17 @@ def read_jsonl(name: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def f16_batch_atol(n_tokens: int) -> float:
+    """How far an F16 model's output (an embedding) of a text batched with others into n_tokens may be from the text
+    alone: 2e-6 where such batches are exact (the F16 tile = the dot); on the AVX2 paths batches from 32 tokens run
+    the float GEMM (perf-log entry 28), whose float rounding the fp16 activations amplify: nomic-embed measured
+    3.8e-5 at most (cosine 1 - 6e-8), so 1e-4"""
+    from onewell.gguf.constants import GGMLType
+    from onewell.runtime.native_kernels import batch_exact
+
+    return 2e-6 if batch_exact(GGMLType.F16, n_tokens) else 1e-4
+
+
 def _model(name: str) -> Path:
     from onewell.hub import ensure_model
 

@@ -8,7 +8,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
-from conftest import read_jsonl, scaled
+from conftest import f16_batch_atol, read_jsonl, scaled
 
 import onewell
 from onewell.serve.app import create_app
@@ -50,7 +50,9 @@ def test_string_and_list_of_strings_match_llamacpp(client, model):
     for i, d in enumerate(many.data):
         assert len(d.embedding) == 768
         assert np.dot(d.embedding, gold(i)) >= 0.999
-    np.testing.assert_allclose(many.data[0].embedding, one.data[0].embedding, atol=2e-6)
+    # the three texts share a step: exact where F16 batches are, float GEMM rounding on the AVX2 paths
+    n_tokens = sum(len(r["ids"]) for r in ROWS)
+    np.testing.assert_allclose(many.data[0].embedding, one.data[0].embedding, atol=f16_batch_atol(n_tokens))
 
 
 def test_token_ids_and_lists_of_token_ids(client):

@@ -66,7 +66,7 @@ def rounds_bf16_activations(path: str | None) -> bool:
 def batch_exact(weight_type, n_vec: int, isa: str | None = None) -> bool:
     """Whether a matmul of `weight_type` with n_vec vectors on kernel path `isa` (None = this CPU's default) gives
     every vector bit for bit what it gets alone. False where the path runs a float GEMM for batches that large
-    (Q8_0 on the AVX2 paths from 32 vectors: kernels/gemm_q8_0_f32_avx2.c) and the process-wide knob
+    (Q8_0, F16 and BF16 on the AVX2 paths from 32 vectors: kernels/gemm_*_avx2.c) and the process-wide knob
     `_core.float_gemm` lets it: each result then equals the one-vector result to float rounding and does not depend
     on the other vectors of the batch."""
     from onewell.runtime.native_types import type_traits

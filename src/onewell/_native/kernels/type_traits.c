@@ -64,10 +64,10 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                      .from_float = {OW_GENERIC(act_quant_f32_generic)}, .vec_dot = {OW_DOTS(f32_f32, avx512)}},
     [OW_TYPE_F16] = {.name = "f16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F16, f16, -1, NULL),
                      OW_ACT_QUANT(f16), .vec_dot = {OW_DOTS(f16_f16, avx512_256), OW_NEON_DOTS(f16_f16)},
-                     /* several vectors: 12 FMA chains; bit-identical to the AVX2 dot (also the VNNI and
-                      * AVX-512 paths': their 512-bit dot ran 4-row tiles, 0.45x llama.cpp; perf-log entry 22);
-                      * on the AVX-512 path two rows per zmm where ow_wide_tiles (entry 24) */
-                     .tile = {OW_AVX2(tile_f16_f16_avx2), OW_AVX2_VNNI(tile_f16_f16_avx2),
+                     /* several vectors: the AVX2 paths a float GEMM from 32 vectors (perf-log entry 28), below
+                      * that a tile of 12 FMA chains bit-identical to the AVX2 dot; the AVX-512 path that tile, two
+                      * rows per zmm where ow_wide_tiles (entries 22, 24) */
+                     .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_f16_f16_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_f16_f16_gemm_avx2),
                               OW_AVX512_ANY_ROWS(tile_f16_f16_avx512)}},
     [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
@@ -125,7 +125,9 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
     [OW_TYPE_BF16] = {.name = "bf16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F32, bf16, -1, NULL),
                       .vec_dot = {OW_GENERIC(vec_dot_bf16_f32_generic), OW_AVX2(vec_dot_bf16_f32_avx2),
                                   OW_NEON_DOTS(bf16_f32)},
-                      .tile = {OW_AVX2(tile_bf16_f32_avx2), OW_AVX512_ANY_ROWS(tile_bf16_f32_avx512)}},
+                      .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_bf16_f32_gemm_avx2),
+                               OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_bf16_f32_gemm_avx2),
+                               OW_AVX512_ANY_ROWS(tile_bf16_f32_avx512)}},
 };
 
 /* onewell's load-time layouts (never in a file); their rows may be padded, so block_bytes excludes padding */
