@@ -4,8 +4,8 @@ Each variant is a dict of NativeBackend keyword arguments (e.g. `repack`, `chunk
 knobs of the streaming decode kernels: `r16_prefetch` (bytes of software prefetch for every stream; default: this
 CPU's, _core.cpu_identity(), which may differ for F16), `r16_row_stream` (1: single-vector matmuls stream rows one at a time, the default; 0:
 4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0/F16 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
-default: this CPU's), `float_gemm` (Q8_0 prefill on the AVX2 paths: 1, a float GEMM from 32 vectors; 0, the
-exact int8 tile; default: this CPU's), `gemm_overlap` (that GEMM builds its next weight panel between its
+default: this CPU's), `float_gemm` (prefill of Q8_0, F16, BF16 on the AVX2 paths and F16 on AVX-512: 1, a float
+GEMM from 32 vectors; 0, the exact tiles; default: this CPU's), `gemm_overlap` (that GEMM builds its next weight panel between its
 micro-kernel calls: 1, or after them: 0; default: this CPU's) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
 prefill tiles; 0: one block; default 24 KiB). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two

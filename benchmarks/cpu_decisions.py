@@ -52,6 +52,9 @@ def decisions() -> list[Decision]:
         Decision("float_gemm", "Q8_0 prefill as a float GEMM from 32 vectors (ow_default_float_gemm; perf-log 25)",
                  ("avx2", "avx2-vnni"), ((QWEN_Q8_0, "pp128"),),
                  ({"float_gemm": gemm}, {"float_gemm": 1 - gemm})),
+        Decision("float_gemm_f16", "F16 prefill as a float GEMM from 32 vectors (the same knob; 512-bit panels on the "
+                 "AVX-512 path where wide_tiles; perf-log 28)", ("avx2", "avx2-vnni", "avx512"),
+                 ((QWEN_F16, "pp128"),), ({"float_gemm": gemm}, {"float_gemm": 1 - gemm})),
         Decision("gemm_overlap", "the float GEMM builds its next weight panel between its micro-kernel calls "
                  "(ow_default_gemm_overlap: L1 data >= 48 KiB; perf-log 28)", ("avx2", "avx2-vnni"),
                  ((QWEN_Q8_0, "pp128"),),

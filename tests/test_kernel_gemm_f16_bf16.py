@@ -21,8 +21,12 @@ from onewell.runtime.native_types import type_traits
 
 T = GGMLType
 TYPES = (T.F16, T.BF16)
-GEMM_PATHS = [p for p in nk.available_paths() if type_traits()[int(T.F16)].float_gemm_from[p] is not None]
-CASES = [(t, p) for t in TYPES for p in GEMM_PATHS]
+def gemm_paths(t: GGMLType) -> list[str]:
+    return [p for p in nk.available_paths() if type_traits()[int(t)].float_gemm_from[p] is not None]
+
+
+GEMM_PATHS = gemm_paths(T.F16)   # the AVX2 paths, and the AVX-512 path (F16 only)
+CASES = [(t, p) for t in TYPES for p in gemm_paths(t)]
 MIN_VECS = 32
 RTOL = 1e-5
 pytestmark = pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU")
@@ -66,11 +70,13 @@ def one_at_a_time(t, raw, rows, cols, x, path) -> np.ndarray:
 
 
 def test_the_table_names_the_gemm_and_where_it_starts():
-    for t, name in ((T.F16, "vec_dot_f16_f16_gemm_avx2"), (T.BF16, "vec_dot_bf16_f32_gemm_avx2")):
+    for t, name in ((T.F16, "vec_dot_f16_f16_gemm_"), (T.BF16, "vec_dot_bf16_f32_gemm_avx2")):
         row = type_traits()[int(t)]
-        for path in GEMM_PATHS:
+        expected = {"avx2", "avx2-vnni"} | ({"avx512"} if t == T.F16 else set())
+        assert set(gemm_paths(t)) == expected & set(nk.available_paths())
+        for path in gemm_paths(t):
             assert row.float_gemm_from[path] == MIN_VECS
-            assert row.kernels[path] == name
+            assert row.kernels[path] == (name + ("avx512" if path == "avx512" else "avx2") if t == T.F16 else name)
             assert not nk.batch_exact(t, MIN_VECS, path) and nk.batch_exact(t, MIN_VECS - 1, path)
 
 
@@ -179,8 +185,32 @@ def test_gemm_on_real_weights(nomic_embed_path, t):
         x = rng.standard_normal((40, cols)).astype(np.float32)
         x[:, rng.integers(0, cols, 3)] *= 50.0
         exact, magnitude = twin(t, w, x)
-        for path in GEMM_PATHS:
+        for path in gemm_paths(t):
             batched = nk.matmul(raw, t, rows, cols, x, path)
             assert np.all(np.abs(batched - exact) <= RTOL * magnitude), f"{name} on {path}"
             alone = nk.matmul(raw, t, rows, cols, x[5:6], path)[0]
             assert np.all(np.abs(batched[5] - alone) <= 2 * RTOL * magnitude[5]), f"{name} on {path}, vector 5"
+
+
+def test_avx512_runs_the_256_bit_gemm_where_512_bit_work_is_split():
+    """Without full-width 512-bit units (ow_wide_tiles 0, e.g. Zen 4) the AVX-512 path's F16 GEMM is the AVX2 one,
+    bit for bit; with them, its own 32-row panels (another pass length: equal to the twin, not to the AVX2 one).
+    A CPU without AVX-512 has no such path to run (the table's slot is checked above)."""
+    if "avx512" not in GEMM_PATHS:
+        assert "avx512" not in nk.available_paths()
+        return
+    rng = np.random.default_rng(11)
+    rows, cols, n_vec = 70, 1024, 50
+    w, raw = half_matrix(rng, T.F16, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    avx2 = nk.matmul(raw, T.F16, rows, cols, x, "avx2")
+    before = _core.wide_tiles(0)
+    try:
+        narrow = nk.matmul(raw, T.F16, rows, cols, x, "avx512")
+        _core.wide_tiles(1)
+        wide = nk.matmul(raw, T.F16, rows, cols, x, "avx512")
+    finally:
+        _core.wide_tiles(before)
+    np.testing.assert_array_equal(narrow, avx2)
+    exact, magnitude = twin(T.F16, w, x)
+    assert np.all(np.abs(wide - exact) <= RTOL * magnitude) and not np.array_equal(wide, avx2)

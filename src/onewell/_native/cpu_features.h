@@ -38,9 +38,10 @@ size_t ow_default_f16_prefetch(const ow_cpu_features *f);
  * register (Intel Xeons with AMX; measured on one, perf-log entry 24); 0 elsewhere: Zen 4 splits 512-bit work
  * into two halves, some earlier Intel CPUs have one 512-bit FMA unit, and Zen 5 was never measured. */
 int ow_default_wide_tiles(const ow_cpu_features *f);
-/* 1 where Q8_0 prefill on the AVX2 paths is faster as a float GEMM than through the exact int8 tile: measured on an
- * Intel Xeon with AMX (1.18-1.19x, perf-log entry 25), where the int8 tile's conversion shares the FMA ports. Not
- * yet measured on AMD, whose conversions run on other pipes than its multiplies (entry 20): 1 until measured. */
+/* 1 where prefill is faster as a float GEMM than through the exact tiles: measured on an Intel Xeon with AMX (Q8_0
+ * on the AVX2 paths 1.18-1.19x, perf-log entry 25; F16 / BF16 1.33-1.43x, entry 28), where the tiles' conversions
+ * share the FMA ports. Not yet measured on AMD, whose conversions run on other pipes than its multiplies (entry
+ * 20): 1 until measured. */
 int ow_default_float_gemm(const ow_cpu_features *f);
 /* 1 where the float GEMM builds its next weight panel between the micro-kernel calls of this one (its shuffles and
  * loads beside the FMAs): needs both 16 KiB panels and the vectors' lines in L1, so CPUs with 48 KiB or more of L1

@@ -134,7 +134,7 @@ def isa_info() -> dict:
     return {"isa": isa, "kernel_path": default_path(), "cpu_features": {k: bool(v) for k, v in features.items()},
             "cpu_id": cpu_id, "decode_prefetch_bytes": _core.r16_prefetch(-1),
             "wide_tiles": bool(_core.wide_tiles(-1)),   # AVX-512 prefill tiles, two rows per zmm (perf-log 24)
-            "float_gemm": bool(_core.float_gemm(-1)),    # AVX2 Q8_0 prefill as a float GEMM (perf-log 25)
+            "float_gemm": bool(_core.float_gemm(-1)),    # prefill as a float GEMM (perf-log 25, 28)
             "gemm_overlap": bool(_core.gemm_overlap(-1))}   # ... its next panel built between micro-kernel calls (28)
 
 

@@ -20,41 +20,6 @@
 #if OW_X86_KERNELS
 #include "gemm_f32_avx2.h"
 
-/* Columns k0..k0+kc of n Q8_0 vectors as floats, GF_KC apart */
-GF_INLINE void q8_0_vectors(const uint8_t *x, size_t x_stride, int n, int64_t k0, int64_t kc, float *out) {
-    for (int v = 0; v < n; v++) {
-        const ow_block_q8_0 *xb = (const ow_block_q8_0 *)(x + (size_t)v * x_stride) + k0 / OW_QK;
-        float *o = out + (int64_t)v * GF_KC;
-        for (int64_t b = 0; b < kc / OW_QK; b++) {
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(xb[b].d));
-            for (int j = 0; j < OW_QK; j += 8) _mm256_store_ps(o + OW_QK * b + j, ta_dequant8_q8(xb[b].qs + j, d));
-        }
-    }
-}
-
-/* Part `part` of a panel: block b (of kc / 32) of rows 8 * half .. 8 * half + 7 (of n, 1..16; rows n..15 are
- * zeros), with part = half * (kc / 32) + b. The whole panel holds columns k0..k0+kc column-major, panel[k * 16 + r];
- * 8 x 8 floats are transposed by shuffles. (Transposing the 16 x 32 quants as bytes first takes fewer shuffles and
- * ran 1.3x faster with the rows in L1, but made prefill 4 % slower with the rows streamed from memory:
- * docs/perf-log.md, entry 25.) */
-GF_INLINE void q8_0_panel_part(const uint8_t *w, size_t w_stride, int n, int64_t k0, int64_t kc, int part,
-                                float *panel) {
-    const int64_t nb = kc / OW_QK, b = part % nb;
-    const int half = (int)(part / nb);
-    const ow_block_q8_0 *blk[8];
-    __m256 d[8];
-    for (int i = 0; i < 8; i++) {
-        const int r = 8 * half + i;
-        blk[i] = r < n ? (const ow_block_q8_0 *)(w + (size_t)r * w_stride) + k0 / OW_QK + b : NULL;
-        d[i] = _mm256_set1_ps(blk[i] ? _cvtsh_ss(blk[i]->d) : 0.0f);
-    }
-    for (int j = 0; j < OW_QK; j += 8) {
-        __m256 c[8];
-        for (int i = 0; i < 8; i++) c[i] = blk[i] ? ta_dequant8_q8(blk[i]->qs + j, d[i]) : _mm256_setzero_ps();
-        gf_store_transposed(c, panel + (OW_QK * b + j) * GF_ROWS + 8 * half);
-    }
-}
-
 /* any_rows tiles of the AVX2 and AVX2 + AVX-VNNI paths: the GEMM needs nothing past AVX2 + FMA; fewer than
  * OW_FLOAT_GEMM_MIN_VECS vectors, or any batch with the float_gemm knob off, go to the path's int8 tile (which
  * sends one vector to the decode kernel) */

@@ -20,6 +20,7 @@
 #define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #define OW_AVX512(fn) OW_SLOT(OW_KPATH_AVX512, fn)
 #define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {fn, #fn, 1}
+#define OW_AVX512_FLOAT_GEMM(fn) [OW_KPATH_AVX512] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #else
 #define OW_AVX2(fn) [OW_KPATH_AVX2] = {0}
 #define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {0}
@@ -29,6 +30,7 @@
 #define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX512(fn) [OW_KPATH_AVX512] = {0}
 #define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {0}
+#define OW_AVX512_FLOAT_GEMM(fn) [OW_KPATH_AVX512] = {0}
 #endif
 #if OW_NEON_KERNELS
 #define OW_NEON(fn) OW_SLOT(OW_KPATH_NEON, fn)
@@ -64,11 +66,11 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                      .from_float = {OW_GENERIC(act_quant_f32_generic)}, .vec_dot = {OW_DOTS(f32_f32, avx512)}},
     [OW_TYPE_F16] = {.name = "f16", .block_size = 1, .block_bytes = 2, OW_WEIGHT(OW_TYPE_F16, f16, -1, NULL),
                      OW_ACT_QUANT(f16), .vec_dot = {OW_DOTS(f16_f16, avx512_256), OW_NEON_DOTS(f16_f16)},
-                     /* several vectors: the AVX2 paths a float GEMM from 32 vectors (perf-log entry 28), below
-                      * that a tile of 12 FMA chains bit-identical to the AVX2 dot; the AVX-512 path that tile, two
-                      * rows per zmm where ow_wide_tiles (entries 22, 24) */
+                     /* several vectors: a float GEMM from 32 vectors (perf-log entry 28; 512-bit on the AVX-512
+                      * path where ow_wide_tiles), below that a tile of 12 FMA chains bit-identical to the AVX2
+                      * dot, two rows per zmm on the AVX-512 path where ow_wide_tiles (entries 22, 24) */
                      .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_f16_f16_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_f16_f16_gemm_avx2),
-                              OW_AVX512_ANY_ROWS(tile_f16_f16_avx512)}},
+                              OW_AVX512_FLOAT_GEMM(vec_dot_f16_f16_gemm_avx512)}},
     [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
                       .tile = {OW_AVX2_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx2), OW_AVX2_VNNI_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx2_vnni),
