@@ -16,6 +16,7 @@ import pytest
 
 from onewell._native import _core
 from onewell.gguf.constants import GGMLType
+from onewell.quant.floats import round_to_bf16
 from onewell.runtime import native_kernels as nk
 from onewell.runtime.native_types import type_traits
 
@@ -25,7 +26,7 @@ def gemm_paths(t: GGMLType) -> list[str]:
     return [p for p in nk.available_paths() if type_traits()[int(t)].float_gemm_from[p] is not None]
 
 
-GEMM_PATHS = gemm_paths(T.F16)   # the AVX2 paths, and the AVX-512 path (F16 only)
+GEMM_PATHS = gemm_paths(T.F16)   # the AVX2 paths and the AVX-512 path
 CASES = [(t, p) for t in TYPES for p in gemm_paths(t)]
 MIN_VECS = 32
 RTOL = 1e-5
@@ -58,10 +59,15 @@ def raw_of(t: GGMLType, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (top.astype(np.uint32) << 16).view(np.float32).astype(np.float64), np.frombuffer(top.tobytes(), np.uint8).copy()
 
 
-def twin(t: GGMLType, w: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(exact product in float64 [n_vec, rows], magnitude M) of the stored weights w and the activations as the AVX2
-    kernels read them: fp16-rounded for F16, f32 for BF16"""
-    x_hat = (x.astype(np.float16) if t == T.F16 else x).astype(np.float64)
+def twin(t: GGMLType, w: np.ndarray, x: np.ndarray, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(exact product in float64 [n_vec, rows], magnitude M) of the stored weights w and the activations as the
+    kernels of `path` read them: fp16-rounded for F16; for BF16 f32, or bf16-rounded where the path rounds them
+    (AVX512-BF16 CPUs on the avx512 path, as llama.cpp)"""
+    if t == T.F16:
+        x_hat = x.astype(np.float16)
+    else:
+        x_hat = round_to_bf16(x) if nk.rounds_bf16_activations(path) else x
+    x_hat = x_hat.astype(np.float64)
     return x_hat @ w.T, np.abs(x_hat) @ np.abs(w).T
 
 
@@ -70,13 +76,12 @@ def one_at_a_time(t, raw, rows, cols, x, path) -> np.ndarray:
 
 
 def test_the_table_names_the_gemm_and_where_it_starts():
-    for t, name in ((T.F16, "vec_dot_f16_f16_gemm_"), (T.BF16, "vec_dot_bf16_f32_gemm_avx2")):
+    for t, name in ((T.F16, "vec_dot_f16_f16_gemm_"), (T.BF16, "vec_dot_bf16_f32_gemm_")):
         row = type_traits()[int(t)]
-        expected = {"avx2", "avx2-vnni"} | ({"avx512"} if t == T.F16 else set())
-        assert set(gemm_paths(t)) == expected & set(nk.available_paths())
+        assert set(gemm_paths(t)) == {"avx2", "avx2-vnni", "avx512"} & set(nk.available_paths())
         for path in gemm_paths(t):
             assert row.float_gemm_from[path] == MIN_VECS
-            assert row.kernels[path] == (name + ("avx512" if path == "avx512" else "avx2") if t == T.F16 else name)
+            assert row.kernels[path] == name + ("avx512" if path == "avx512" else "avx2")
             assert not nk.batch_exact(t, MIN_VECS, path) and nk.batch_exact(t, MIN_VECS - 1, path)
 
 
@@ -88,7 +93,7 @@ def test_gemm_matches_the_twin_and_the_one_vector_dot(t, path, rows, cols, n_vec
     w, raw = half_matrix(rng, t, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     batched = nk.matmul(raw, t, rows, cols, x, path)
-    exact, magnitude = twin(t, w, x)
+    exact, magnitude = twin(t, w, x, path)
     bound = RTOL * magnitude
     assert np.all(np.abs(batched - exact) <= bound), f"{rows}x{cols}, {n_vec} vectors on {path} vs the exact twin"
     alone = one_at_a_time(t, raw, rows, cols, x, path)
@@ -121,7 +126,7 @@ def test_gemm_writes_only_its_rows(t, path, r0, r1):
     y = np.full((n_vec, y_stride), np.nan, np.float32)
     _core.matmul(int(t), raw, 2 * cols, cols, xq, xq.shape[1], n_vec, y, y_stride, r0, r1, path)
     assert np.isnan(y[:, :r0]).all() and np.isnan(y[:, r1:]).all()
-    exact, magnitude = twin(t, w, x)
+    exact, magnitude = twin(t, w, x, path)
     assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
 
 
@@ -184,8 +189,8 @@ def test_gemm_on_real_weights(nomic_embed_path, t):
         w, raw = raw_of(t, w16.astype(np.float32))
         x = rng.standard_normal((40, cols)).astype(np.float32)
         x[:, rng.integers(0, cols, 3)] *= 50.0
-        exact, magnitude = twin(t, w, x)
         for path in gemm_paths(t):
+            exact, magnitude = twin(t, w, x, path)
             batched = nk.matmul(raw, t, rows, cols, x, path)
             assert np.all(np.abs(batched - exact) <= RTOL * magnitude), f"{name} on {path}"
             alone = nk.matmul(raw, t, rows, cols, x[5:6], path)[0]
@@ -212,5 +217,31 @@ def test_avx512_runs_the_256_bit_gemm_where_512_bit_work_is_split():
     finally:
         _core.wide_tiles(before)
     np.testing.assert_array_equal(narrow, avx2)
-    exact, magnitude = twin(T.F16, w, x)
+    exact, magnitude = twin(T.F16, w, x, "avx512")
     assert np.all(np.abs(wide - exact) <= RTOL * magnitude) and not np.array_equal(wide, avx2)
+
+
+def test_avx512_bf16_keeps_its_tile_where_512_bit_work_is_split():
+    """BF16 on the AVX-512 path: without full-width 512-bit units the vdpbf16ps tile (batched = one at a time);
+    with them the 512-bit GEMM on bf16-rounded activations; without AVX512-BF16 the AVX2 path's GEMM, bit for bit"""
+    if "avx512" not in GEMM_PATHS:
+        assert "avx512" not in nk.available_paths()
+        return
+    rng = np.random.default_rng(12)
+    rows, cols, n_vec = 40, 768, 40
+    w, raw = half_matrix(rng, T.BF16, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    before = _core.wide_tiles(0)
+    try:
+        narrow = nk.matmul(raw, T.BF16, rows, cols, x, "avx512")
+        _core.wide_tiles(1)
+        wide = nk.matmul(raw, T.BF16, rows, cols, x, "avx512")
+    finally:
+        _core.wide_tiles(before)
+    if not nk.rounds_bf16_activations("avx512"):   # an AVX-512 CPU without AVX512-BF16
+        np.testing.assert_array_equal(narrow, nk.matmul(raw, T.BF16, rows, cols, x, "avx2"))
+        np.testing.assert_array_equal(wide, narrow)
+        return
+    np.testing.assert_array_equal(narrow, one_at_a_time(T.BF16, raw, rows, cols, x, "avx512"))
+    exact, magnitude = twin(T.BF16, w, x, "avx512")
+    assert np.all(np.abs(wide - exact) <= RTOL * magnitude) and not np.array_equal(wide, narrow)

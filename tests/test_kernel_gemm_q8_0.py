@@ -60,12 +60,12 @@ def test_the_table_names_the_gemm_and_where_it_starts():
         assert q8_0.float_gemm_from[path] == MIN_VECS
         assert q8_0.kernels[path].startswith("vec_dot_q8_0_q8_0_gemm_")
         assert not nk.batch_exact(T.Q8_0, MIN_VECS, path) and nk.batch_exact(T.Q8_0, MIN_VECS - 1, path)
-    # every other type and path keeps batched = one vector at a time, but F16's and BF16's on the AVX2 paths and
-    # F16's on the AVX-512 path (test_kernel_gemm_f16_bf16.py)
+    # every other type and path keeps batched = one vector at a time, but F16's and BF16's on the AVX2 and AVX-512
+    # paths (test_kernel_gemm_f16_bf16.py)
     gemms = (int(T.Q8_0), int(T.F16), int(T.BF16))
     others = [(t.name, p) for t in type_traits().values() for p, start in t.float_gemm_from.items()
               if start is not None and not (t.id in gemms and p in ("avx2", "avx2-vnni"))
-              and not (t.id == int(T.F16) and p == "avx512")]
+              and not (t.id in (int(T.F16), int(T.BF16)) and p == "avx512")]
     assert others == []
 
 

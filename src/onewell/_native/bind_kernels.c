@@ -419,7 +419,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"gemm_overlap", py_gemm_overlap, METH_VARARGS,
      "gemm_overlap(0, 1 or -1) -> previous setting: the float GEMM builds its next weight panel between its micro-kernel calls (1) or after them (0); the same results"},
     {"float_gemm", py_float_gemm, METH_VARARGS,
-     "float_gemm(0, 1 or -1) -> previous setting: prefill as a float GEMM from 32 vectors where a slot has one (Q8_0, F16, BF16 on the AVX2 paths; F16 on AVX-512) (1) or through the exact tiles (0)"},
+     "float_gemm(0, 1 or -1) -> previous setting: prefill as a float GEMM from 32 vectors where a slot has one (Q8_0, F16, BF16 on the AVX2 paths; F16, BF16 on AVX-512) (1) or through the exact tiles (0)"},
     {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,
      "r16_act_bytes(bytes, -1 or -2) -> previous activation budget per vector block of the AVX-512 R16 prefill tiles (0 = one block; -1 reads, -2 returns to the default)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,

@@ -132,7 +132,7 @@ int ow_r16_row_stream(void);
 void ow_set_wide_tiles(int on);
 int ow_wide_tiles(void);
 /* Whether prefill runs batches of OW_FLOAT_GEMM_MIN_VECS+ vectors as a float GEMM where a slot has one (Q8_0, F16
- * and BF16 on the AVX2 paths, F16 on the AVX-512 path) (1) or through the exact tiles (0): until set, this CPU's
+ * and BF16 on the AVX2 and AVX-512 paths) (1) or through the exact tiles (0): until set, this CPU's
  * ow_default_float_gemm (docs/perf-log.md, entries 25 and 28). */
 void ow_set_float_gemm(int on);
 int ow_float_gemm(void);

@@ -129,7 +129,7 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                                   OW_NEON_DOTS(bf16_f32)},
                       .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_bf16_f32_gemm_avx2),
                                OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_bf16_f32_gemm_avx2),
-                               OW_AVX512_ANY_ROWS(tile_bf16_f32_avx512)}},
+                               OW_AVX512_FLOAT_GEMM(vec_dot_bf16_f32_gemm_avx512)}},
 };
 
 /* onewell's load-time layouts (never in a file); their rows may be padded, so block_bytes excludes padding */

@@ -98,7 +98,8 @@ void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
 /* ... and F16 and BF16 the same way (gemm_f16_bf16_avx2.c), on both AVX2 paths; below the switch their tiles */
 void vec_dot_f16_f16_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_bf16_f32_gemm_avx2(OW_TILE_ARGS);
-void vec_dot_f16_f16_gemm_avx512(OW_TILE_ARGS);   /* 512-bit panels where ow_wide_tiles (gemm_f16_avx512.c) */
+void vec_dot_f16_f16_gemm_avx512(OW_TILE_ARGS);   /* 512-bit panels where ow_wide_tiles (gemm_f16_bf16_avx512.c) */
+void vec_dot_bf16_f32_gemm_avx512(OW_TILE_ARGS);  /* ... with activations rounded to bf16 on AVX512-BF16 CPUs */
 /* AVX-512 VNNI prefill tiles of the offset types in their file layout (vec_dot_tile_avx512.c) */
 void vec_dot_q4_0_q8_0_tile_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_tile_avx512(OW_TILE_ARGS);
