@@ -25,6 +25,16 @@ def read_jsonl(name: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+@pytest.fixture
+def float_gemm_on():
+    """The float GEMMs under test whatever this CPU's default (_core.float_gemm); the knob restored after"""
+    from onewell._native import _core
+
+    before = _core.float_gemm(1)
+    yield
+    _core.float_gemm(before)
+
+
 def f16_batch_atol(n_tokens: int) -> float:
     """How far an F16 model's output (an embedding) of a text batched with others into n_tokens may be from the text
     alone: 2e-6 where such batches are exact (the F16 tile = the dot); on the AVX2 paths batches from 32 tokens run

@@ -30,15 +30,8 @@ GEMM_PATHS = gemm_paths(T.F16)   # the AVX2 paths and the AVX-512 path
 CASES = [(t, p) for t in TYPES for p in gemm_paths(t)]
 MIN_VECS = 32
 RTOL = 1e-5
-pytestmark = pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU")
-
-
-@pytest.fixture(autouse=True)
-def gemm_on():
-    """The GEMM under test whatever this CPU's default (_core.float_gemm); the knob restored after"""
-    before = _core.float_gemm(1)
-    yield
-    _core.float_gemm(before)
+pytestmark = [pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU"),
+              pytest.mark.usefixtures("float_gemm_on")]
 
 
 def half_matrix(rng: np.random.Generator, t: GGMLType, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:

@@ -28,15 +28,8 @@ T = GGMLType
 GEMM_PATHS = [p for p in nk.available_paths() if type_traits()[int(T.Q8_0)].float_gemm_from[p] is not None]
 MIN_VECS = 32
 RTOL = 1e-5
-pytestmark = pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU")
-
-
-@pytest.fixture(autouse=True)
-def gemm_on():
-    """The GEMM under test whatever this CPU's default (_core.float_gemm); the knob restored after"""
-    before = _core.float_gemm(1)
-    yield
-    _core.float_gemm(before)
+pytestmark = [pytest.mark.skipif(not GEMM_PATHS, reason="no kernel path with a float GEMM on this CPU"),
+              pytest.mark.usefixtures("float_gemm_on")]
 
 
 def q8_0_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
