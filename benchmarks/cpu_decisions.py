@@ -63,8 +63,9 @@ def decisions() -> list[Decision]:
                  "(OW_R16_ACT_BYTES; perf-log 25)", ("avx512",), ((SMOLLM2_Q4_1, "pp128"), (QWEN_Q8_0, "pp128")),
                  ({"r16_act_bytes": 24 << 10},) + others({"r16_act_bytes": 24 << 10},
                                                           [{"r16_act_bytes": b << 10} for b in (0, 16, 32, 48)])),
-        Decision("wide_tiles", "AVX-512 Q4_0/Q5_0/F16 prefill tiles two rows per zmm (ow_default_wide_tiles; "
-                 "perf-log 24)", ("avx512",), ((QWEN_Q4_K_M, "pp128"),),
+        Decision("wide_tiles", "AVX-512 Q4_0/Q5_0/F16 prefill tiles two rows per zmm, and the F16/BF16 float GEMM "
+                 "in 512-bit panels (ow_default_wide_tiles; perf-log 24, 28)", ("avx512",),
+                 ((QWEN_Q4_K_M, "pp128"), (QWEN_F16, "pp128")),
                  ({"wide_tiles": wide}, {"wide_tiles": 1 - wide})),
         Decision("decode_prefetch", "software prefetch distance of the decode streams (ow_default_prefetch; "
                  "perf-log 3, 17, 19)", ("avx2", "avx512"), ((QWEN_Q8_0, "tg32"), (QWEN_Q4_K_M, "tg32")),

@@ -35,8 +35,9 @@ size_t ow_default_prefetch(const ow_cpu_features *f);
  * faster F16 decode there than at 8 KiB, perf-log entry 24); elsewhere ow_default_prefetch. */
 size_t ow_default_f16_prefetch(const ow_cpu_features *f);
 /* 1 where 512-bit registers run at full width on two ports, so prefill tiles gain from holding two rows per zmm
- * register (Intel Xeons with AMX; measured on one, perf-log entry 24); 0 elsewhere: Zen 4 splits 512-bit work
- * into two halves, some earlier Intel CPUs have one 512-bit FMA unit, and Zen 5 was never measured. */
+ * register, and the F16 / BF16 float GEMMs from 512-bit panels (Intel Xeons with AMX; measured on one, perf-log
+ * entries 24 and 28); 0 elsewhere: Zen 4 splits 512-bit work into two halves, some earlier Intel CPUs have one
+ * 512-bit FMA unit, and Zen 5 was never measured. */
 int ow_default_wide_tiles(const ow_cpu_features *f);
 /* 1 where prefill is faster as a float GEMM than through the exact tiles: measured on an Intel Xeon with AMX (Q8_0
  * on the AVX2 paths 1.18-1.19x, perf-log entry 25; F16 / BF16 1.33-1.43x, entry 28), where the tiles' conversions
