@@ -49,7 +49,8 @@ def raw_of(t: GGMLType, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return h.astype(np.float64), np.frombuffer(h.tobytes(), np.uint8).copy()
     bits = np.ascontiguousarray(w, np.float32).view(np.uint32).astype(np.uint64)
     top = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    return (top.astype(np.uint32) << 16).view(np.float32).astype(np.float64), np.frombuffer(top.tobytes(), np.uint8).copy()
+    values = (top.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return values, np.frombuffer(top.tobytes(), np.uint8).copy()
 
 
 def twin(t: GGMLType, w: np.ndarray, x: np.ndarray, path: str) -> tuple[np.ndarray, np.ndarray]:

@@ -46,8 +46,8 @@ int ow_default_wide_tiles(const ow_cpu_features *f);
 int ow_default_float_gemm(const ow_cpu_features *f);
 /* 1 where the float GEMM builds its next weight panel between the micro-kernel calls of this one (its shuffles and
  * loads beside the FMAs): needs both 16 KiB panels and the vectors' lines in L1, so CPUs with 48 KiB or more of L1
- * data (1.01-1.03x on the Xeon of perf-log entry 28); 32 KiB L1s (Zen 3, Zen 4) build each panel in turn, as
- * before. Same floats either way. */
+ * data (within 1 % either way on the Xeon of perf-log entry 28); 32 KiB L1s (Zen 3, Zen 4) build each panel in
+ * turn, as before. Same floats either way. */
 int ow_default_gemm_overlap(const ow_cpu_features *f);
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not

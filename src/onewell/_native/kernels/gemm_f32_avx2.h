@@ -6,8 +6,9 @@
  * supplies how its weights become a panel part (8 rows x 32 columns) and its activations floats; conversions that
  * are exact (int8 x fp16 scale, fp16) leave float rounding as the only difference from the type's dot kernel.
  * A vector's result does not depend on which other vectors share its batch (each output is one float chain in its
- * own lane). The driver and the operands are gemm_f32_x86.inc's (shared with the zmm GEMM, gemm_f16_bf16_avx512.c); this
- * header sets their sizes and gives the ymm micro-kernel. Include only from files compiled with OW_X86_KERNELS. */
+ * own lane). The driver and the operands are gemm_f32_x86.inc's (shared with the zmm GEMM,
+ * gemm_f16_bf16_avx512.c); this header sets their sizes and gives the ymm micro-kernel. Include only from files
+ * compiled with OW_X86_KERNELS. */
 #ifndef ONEWELL_GEMM_F32_AVX2_H
 #define ONEWELL_GEMM_F32_AVX2_H
 
