@@ -191,6 +191,21 @@ def test_gemm_on_real_weights(nomic_embed_path, t):
             assert np.all(np.abs(batched[5] - alone) <= 2 * RTOL * magnitude[5]), f"{name} on {path}, vector 5"
 
 
+def avx512_narrow_and_wide(t: GGMLType, seed: int, rows: int, cols: int, n_vec: int):
+    """(w, raw, x, result with ow_wide_tiles 0, result with 1) of one AVX-512 matmul; the knob restored after"""
+    rng = np.random.default_rng(seed)
+    w, raw = half_matrix(rng, t, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    before = _core.wide_tiles(0)
+    try:
+        narrow = nk.matmul(raw, t, rows, cols, x, "avx512")
+        _core.wide_tiles(1)
+        wide = nk.matmul(raw, t, rows, cols, x, "avx512")
+    finally:
+        _core.wide_tiles(before)
+    return w, raw, x, narrow, wide
+
+
 def test_avx512_runs_the_256_bit_gemm_where_512_bit_work_is_split():
     """Without full-width 512-bit units (ow_wide_tiles 0, e.g. Zen 4) the AVX-512 path's F16 GEMM is the AVX2 one,
     bit for bit; with them, its own 32-row panels (another pass length: equal to the twin, not to the AVX2 one).
@@ -198,18 +213,9 @@ def test_avx512_runs_the_256_bit_gemm_where_512_bit_work_is_split():
     if "avx512" not in GEMM_PATHS:
         assert "avx512" not in nk.available_paths()
         return
-    rng = np.random.default_rng(11)
-    rows, cols, n_vec = 70, 1024, 50
-    w, raw = half_matrix(rng, T.F16, rows, cols)
-    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    rows, cols = 70, 1024
+    w, raw, x, narrow, wide = avx512_narrow_and_wide(T.F16, 11, rows, cols, 50)
     avx2 = nk.matmul(raw, T.F16, rows, cols, x, "avx2")
-    before = _core.wide_tiles(0)
-    try:
-        narrow = nk.matmul(raw, T.F16, rows, cols, x, "avx512")
-        _core.wide_tiles(1)
-        wide = nk.matmul(raw, T.F16, rows, cols, x, "avx512")
-    finally:
-        _core.wide_tiles(before)
     np.testing.assert_array_equal(narrow, avx2)
     exact, magnitude = twin(T.F16, w, x, "avx512")
     assert np.all(np.abs(wide - exact) <= RTOL * magnitude) and not np.array_equal(wide, avx2)
@@ -221,17 +227,8 @@ def test_avx512_bf16_keeps_its_tile_where_512_bit_work_is_split():
     if "avx512" not in GEMM_PATHS:
         assert "avx512" not in nk.available_paths()
         return
-    rng = np.random.default_rng(12)
-    rows, cols, n_vec = 40, 768, 40
-    w, raw = half_matrix(rng, T.BF16, rows, cols)
-    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
-    before = _core.wide_tiles(0)
-    try:
-        narrow = nk.matmul(raw, T.BF16, rows, cols, x, "avx512")
-        _core.wide_tiles(1)
-        wide = nk.matmul(raw, T.BF16, rows, cols, x, "avx512")
-    finally:
-        _core.wide_tiles(before)
+    rows, cols = 40, 768
+    w, raw, x, narrow, wide = avx512_narrow_and_wide(T.BF16, 12, rows, cols, 40)
     if not nk.rounds_bf16_activations("avx512"):   # an AVX-512 CPU without AVX512-BF16
         np.testing.assert_array_equal(narrow, nk.matmul(raw, T.BF16, rows, cols, x, "avx2"))
         np.testing.assert_array_equal(wide, narrow)

@@ -33,6 +33,19 @@ TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
 }
 
+/* 8 F16 / BF16 weights at column i of a row as floats, exactly: fp16 converted, or bf16 = the top half of a float32
+ * (the F16/BF16 tiles and the float GEMM's panels) */
+TA_INLINE __m256 ta_half8(const uint8_t *row, int64_t i, const int BF16) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)(row + 2 * i));
+    return BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+/* 8 activations at column i of a vector: fp16 for F16 weights, f32 for BF16 */
+TA_INLINE __m256 ta_half_acts8(const uint8_t *xv, int64_t i, const int BF16) {
+    return BF16 ? _mm256_loadu_ps((const float *)xv + i)
+                : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)xv + i / 8));
+}
+
 /* 8 Q8_0 quants times their scale as floats: exact (an int8 times an fp16 scale fits a float's 24 bits) */
 TA_INLINE __m256 ta_dequant8_q8(const int8_t *q, __m256 d) {
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q))), d);

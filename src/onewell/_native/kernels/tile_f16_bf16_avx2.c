@@ -9,31 +9,13 @@
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
-#include <immintrin.h>
+#include "tile_avx2.h"   /* ta_hsum (the dots' horizontal sum), ta_half8, ta_half_acts8 */
 
 #define OW_TGT __attribute__((target("avx2,fma,f16c")))
 #define OW_ALWAYS OW_TGT static inline __attribute__((always_inline))
 #define TILE_V 3
 #define SPAN 512                /* columns per group of the four phase passes (block) */
 #define SPAN_BYTES (16 << 10)   /* rows and vectors up to this size (Qwen's 896 columns) go in one group */
-
-OW_TGT static inline float hsum(__m256 v) {   /* = the dots' hsum_ps */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* 8 weights at column i of a row as floats: fp16 converted, or bf16 = the top half of a float32 */
-OW_ALWAYS __m256 weights8(const uint8_t *row, int64_t i, const int BF16) {
-    const __m128i h = _mm_loadu_si128((const __m128i *)(row + 2 * i));
-    return BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
-}
-
-/* 8 activations at column i of a vector (fp16 for F16 weights, f32 for BF16) */
-OW_ALWAYS __m256 acts8(const uint8_t *xv, int64_t i, const int BF16) {
-    return BF16 ? _mm256_loadu_ps((const float *)xv + i) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)xv + i / 8));
-}
 
 /* column j of row times column j of a vector, as the dots' scalar tails compute it */
 OW_ALWAYS float product1(const uint8_t *row, const uint8_t *xv, int64_t j, const int BF16) {
@@ -49,9 +31,9 @@ OW_ALWAYS float product1(const uint8_t *row, const uint8_t *xv, int64_t j, const
 OW_ALWAYS void columns8(int64_t i, const uint8_t *w, size_t stride, const int R, const uint8_t *x, size_t x_stride,
                         const int V, __m256 acc[4][TILE_V], const int BF16) {
     __m256 a[TILE_V];
-    for (int v = 0; v < V; v++) a[v] = acts8(x + v * x_stride, i, BF16);
+    for (int v = 0; v < V; v++) a[v] = ta_half_acts8(x + v * x_stride, i, BF16);
     for (int r = 0; r < R; r++) {
-        const __m256 wr = weights8(w + (size_t)r * stride, i, BF16);
+        const __m256 wr = ta_half8(w + (size_t)r * stride, i, BF16);
         for (int v = 0; v < V; v++) acc[r][v] = _mm256_fmadd_ps(wr, a[v], acc[r][v]);
     }
 }
@@ -90,7 +72,7 @@ OW_ALWAYS void block(int64_t n, const uint8_t *w, size_t stride, const int R, co
         for (int v = 0; v < V; v++) {
             float tail = 0.0f;
             for (int64_t j = i; j < n; j++) tail += product1(w + (size_t)r * stride, x + v * x_stride, j, BF16);
-            y[(int64_t)v * y_stride + r] = hsum(acc[r][v]) + tail;
+            y[(int64_t)v * y_stride + r] = ta_hsum(acc[r][v]) + tail;
         }
 }
 
