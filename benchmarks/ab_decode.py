@@ -6,7 +6,8 @@ CPU's, _core.cpu_identity(), which may differ for F16), `r16_row_stream` (1: sin
 4-row tiles) and `wide_tiles` (the AVX-512 Q4_0/Q5_0/F16 prefill tiles: 1, two rows per zmm; 0, one row per ymm;
 default: this CPU's), `float_gemm` (prefill of Q8_0, F16, BF16 on the AVX2 paths and F16 on AVX-512: 1, a float
 GEMM from 32 vectors; 0, the exact tiles; default: this CPU's), `gemm_overlap` (that GEMM builds its next weight panel between its
-micro-kernel calls: 1, or after them: 0; default: this CPU's) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
+micro-kernel calls: 1, or after them: 0; default: this CPU's), `rows_gemm` (the Q8_0 GEMM of the AVX2 paths: 1, int8 with 8 rows
+in the lanes; 0, floats; default: this CPU's for each path) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
 prefill tiles; 0: one block; default 24 KiB). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
 ran back to back, so a slow moment of the machine hits both).
@@ -26,7 +27,7 @@ from onewell.hub import ensure_model
 from onewell.models.registry import load_spec
 from onewell.runtime.native import NativeBackend
 
-KNOBS = ("r16_prefetch", "r16_row_stream", "wide_tiles", "float_gemm", "gemm_overlap", "r16_act_bytes")
+KNOBS = ("r16_prefetch", "r16_row_stream", "wide_tiles", "float_gemm", "gemm_overlap", "rows_gemm", "r16_act_bytes")
 
 
 def tg_speed(backend: NativeBackend, n_gen: int) -> float:
@@ -75,6 +76,7 @@ def set_knobs(v: dict) -> None:
     _core.wide_tiles(v.get("wide_tiles", ident["default_wide_tiles"]))
     _core.float_gemm(v.get("float_gemm", ident["default_float_gemm"]))
     _core.gemm_overlap(v.get("gemm_overlap", ident["default_gemm_overlap"]))
+    _core.rows_gemm(v.get("rows_gemm", -2))   # -2: each path's default
     _core.r16_act_bytes(v.get("r16_act_bytes", -2))
 
 

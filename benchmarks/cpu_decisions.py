@@ -1,7 +1,7 @@
 """Measure, on this machine, every kernel choice onewell makes per CPU, as interleaved A/Bs in one process.
 
 Some choices are tables keyed by the CPU (cpu_features.c: ow_default_prefetch, ow_default_f16_prefetch,
-ow_default_wide_tiles, ow_default_float_gemm, ow_default_gemm_overlap) or budgets measured on one CPU (OW_R16_ACT_BYTES). Each was decided
+ow_default_wide_tiles, ow_default_float_gemm, ow_default_gemm_overlap, ow_default_rows_gemm) or budgets measured on one CPU (OW_R16_ACT_BYTES). Each was decided
 on the machines docs/perf-log.md names; on a CPU not among them this script gives the numbers to decide again:
 each decision's variants run A B A B ... (ab_decode.measure_variants) on the kernel paths it concerns, and the
 table shows tok/s and the median of per-repetition ratios to the first variant (this CPU's current choice).
@@ -47,9 +47,11 @@ def decisions() -> list[Decision]:
     ident = _core.cpu_identity()
     prefetch, f16_prefetch = ident["default_prefetch"], ident["default_f16_prefetch"]
     gemm, wide, overlap = ident["default_float_gemm"], ident["default_wide_tiles"], ident["default_gemm_overlap"]
+    rows, rows_avx2 = ident["default_rows_gemm"], ident["default_rows_gemm_avx2"]
     others = lambda current, options: tuple(o for o in options if o != current)   # noqa: E731
     return [
-        Decision("float_gemm", "Q8_0 prefill as a float GEMM from 32 vectors (ow_default_float_gemm; perf-log 25)",
+        Decision("float_gemm", "Q8_0 prefill as a GEMM from 32 vectors, else the exact int8 tiles (ow_default_float_gemm; "
+                 "the GEMM in int8 with rows in the lanes where rows_gemm, else in floats; perf-log 25, 29)",
                  ("avx2", "avx2-vnni"), ((QWEN_Q8_0, "pp128"),),
                  ({"float_gemm": gemm}, {"float_gemm": 1 - gemm})),
         Decision("float_gemm_f16", "F16 prefill as a float GEMM from 32 vectors (the same knob; 512-bit panels on the "
@@ -58,7 +60,15 @@ def decisions() -> list[Decision]:
         Decision("gemm_overlap", "the float GEMM builds its next weight panel between its micro-kernel calls "
                  "(ow_default_gemm_overlap: L1 data >= 48 KiB; perf-log 28)", ("avx2", "avx2-vnni"),
                  ((QWEN_Q8_0, "pp128"),),
-                 ({"float_gemm": 1, "gemm_overlap": overlap}, {"float_gemm": 1, "gemm_overlap": 1 - overlap})),
+                 ({"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": overlap},
+                  {"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": 1 - overlap})),
+        Decision("rows_gemm", "the AVX2 path's Q8_0 GEMM in int8 with 8 rows in the vector lanes, the weights' "
+                 "signs by vpsignb (1) or xor + sub (2), else in floats (0) (ow_default_rows_gemm; perf-log 29)",
+                 ("avx2",), ((QWEN_Q8_0, "pp128"),),
+                 tuple({"float_gemm": 1, "rows_gemm": m} for m in (rows_avx2,) + others(rows_avx2, (0, 1, 2)))),
+        Decision("rows_gemm_vnni", "the AVX-VNNI path's Q8_0 GEMM in int8 with 8 rows in the vector lanes (1), else "
+                 "in floats (0) (ow_default_rows_gemm; perf-log 29)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"),),
+                 ({"float_gemm": 1, "rows_gemm": rows}, {"float_gemm": 1, "rows_gemm": 1 - rows})),
         Decision("r16_act_bytes", "activation budget per vector block of the AVX-512 R16 prefill tiles "
                  "(OW_R16_ACT_BYTES; perf-log 25)", ("avx512",), ((SMOLLM2_Q4_1, "pp128"), (QWEN_Q8_0, "pp128")),
                  ({"r16_act_bytes": 24 << 10},) + others({"r16_act_bytes": 24 << 10},

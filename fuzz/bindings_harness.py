@@ -121,6 +121,7 @@ CALLS: dict[str, tuple[int, Build]] = {
     "wide_tiles": (1, lambda c, v: (v[0],)),
     "float_gemm": (1, lambda c, v: (v[0],)),
     "gemm_overlap": (1, lambda c, v: (v[0],)),
+    "rows_gemm": (1, lambda c, v: (v[0],)),
     "r16_act_bytes": (1, lambda c, v: (v[0],)),
     "executor_create": (5, lambda c, v: (*c.native_args, v[0], v[1], v[2], v[3], v[4])),
     "executor_forward": (4, lambda c, v: (c.executor, i32_values(v, v[0]), v[1],
@@ -168,7 +169,7 @@ def call(name: str, ints: list[int]) -> str:
 
 def _knobs() -> tuple:
     return (_core.r16_prefetch(-1), _core.r16_row_stream(-1), _core.wide_tiles(-1), _core.float_gemm(-1),
-            _core.r16_act_bytes(-1), _core.gemm_overlap(-1))
+            _core.r16_act_bytes(-1), _core.gemm_overlap(-1), _core.rows_gemm(-1))
 
 
 def _restore_knobs(state: tuple) -> None:  # the process-wide tuning knobs the fuzz may flip
@@ -179,6 +180,7 @@ def _restore_knobs(state: tuple) -> None:  # the process-wide tuning knobs the f
     _core.float_gemm(state[3])
     _core.r16_act_bytes(state[4])
     _core.gemm_overlap(state[5])
+    _core.rows_gemm(state[6])
 
 
 COMMON = (0, 1, 2, 3, 4, 8, 16, 32, 64, 128, 256)

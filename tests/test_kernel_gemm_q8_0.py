@@ -1,4 +1,5 @@
-"""The Q8_0 float GEMM of the AVX2 paths (kernels/gemm_q8_0_f32_avx2.c) against its numpy twin and the int8 kernels.
+"""The Q8_0 GEMMs of the AVX2 paths (kernels/gemm_q8_0_f32_avx2.c; with rows in the lanes, gemm_q8_0_i8_rows.inc)
+against their numpy twin and the int8 kernels.
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, Q8_0 matmuls on the avx2 and avx2-vnni paths dequantize both sides to
 float32 (exactly: an int8 times an fp16 scale fits 24 bits) and multiply with FMAs. Its twin is the exact product
@@ -176,6 +177,57 @@ def test_the_overlap_knob_takes_0_1_or_minus_1_and_defaults_to_a_48_kib_l1():
     fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.gemm_overlap(-1))"],
                            capture_output=True, text=True, check=True)
     assert int(fresh.stdout) == ident["default_gemm_overlap"]
+
+
+@pytest.mark.parametrize("path", GEMM_PATHS)
+@pytest.mark.parametrize("rows, cols, n_vec", [(37, 896, 33), (8, 1056, 64), (130, 4896, 47), (19, 96, 129),
+                                               (7, 32, 200)])
+def test_the_int8_gemm_with_rows_in_lanes_and_the_float_gemm(path, rows, cols, n_vec):
+    """With _core.rows_gemm(1) the AVX2 paths run Q8_0 batches from 32 vectors as an int8 GEMM with 8 rows in the
+    lanes (gemm_q8_0_i8_rows.inc, perf-log 29; 2: AVX2's weight signs by xor + sub), with 0 the float GEMM: each
+    meets the twin bound, each vector's result is independent of its batch, the int8 variants give the same floats
+    as each other and on both paths (vpdpbusd or vpmaddubsw: the same exact block sums and float chain), and not
+    the float GEMM's. Shapes around the 8-row panel, the 6-vector micro-kernel, the 32-block pass and the
+    128-vector group."""
+    rng = np.random.default_rng(rows + cols + n_vec)
+    raw = q8_0_matrix(rng, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    exact, magnitude = twin(raw, rows, cols, x)
+    before = _core.rows_gemm(-1)
+    results = {}
+    try:
+        for on in (0, 1, 2):
+            _core.rows_gemm(on)
+            full = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
+            assert np.all(np.abs(full - exact) <= RTOL * magnitude), f"rows_gemm {on}, {rows}x{cols}x{n_vec}"
+            part = nk.matmul(raw, T.Q8_0, rows, cols, x[n_vec - MIN_VECS:], path)
+            np.testing.assert_array_equal(part, full[n_vec - MIN_VECS:])
+            results[on] = full
+        other = "avx2" if path == "avx2-vnni" else "avx2-vnni"
+        if other in GEMM_PATHS:
+            np.testing.assert_array_equal(nk.matmul(raw, T.Q8_0, rows, cols, x, other), results[1])
+    finally:
+        _core.rows_gemm(before)
+    np.testing.assert_array_equal(results[2], results[1])
+    assert not np.array_equal(results[0], results[1])
+
+
+def test_the_rows_knob_reports_its_setting_and_defaults_per_path():
+    for bad in (3, -3):
+        with pytest.raises(ValueError, match="rows_gemm"):
+            _core.rows_gemm(bad)
+    ident = _core.cpu_identity()
+    assert ident["default_rows_gemm"] in (0, 1) and ident["default_rows_gemm_avx2"] in (0, 1)
+    fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.rows_gemm(-1))"],
+                           capture_output=True, text=True, check=True)
+    assert int(fresh.stdout) == -2   # unset: each path's default
+    before = _core.rows_gemm(0)
+    try:
+        assert _core.rows_gemm(-1) == 0 and _core.rows_gemm(2) == 0 and _core.rows_gemm(1) == 2
+        assert _core.rows_gemm(-2) == 1
+        assert _core.rows_gemm(-1) == -2
+    finally:
+        _core.rows_gemm(before)
 
 
 def real_q8_0_rows(path, per_tensor: int = 40) -> list[tuple[str, int, np.ndarray]]:

@@ -328,18 +328,20 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
 }
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
- * "default_wide_tiles", "default_float_gemm", "l1d_kib", "default_gemm_overlap"}
+ * "default_wide_tiles", "default_float_gemm", "l1d_kib", "default_gemm_overlap", "default_rows_gemm",
+ * "default_rows_gemm_avx2"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
                          "family", f->family, "model", f->model, "default_prefetch",
                          (Py_ssize_t)ow_default_prefetch(f), "default_f16_prefetch",
                          (Py_ssize_t)ow_default_f16_prefetch(f), "default_wide_tiles", ow_default_wide_tiles(f),
                          "default_float_gemm", ow_default_float_gemm(f), "l1d_kib", f->l1d_kib,
-                         "default_gemm_overlap", ow_default_gemm_overlap(f));
+                         "default_gemm_overlap", ow_default_gemm_overlap(f), "default_rows_gemm", ow_default_rows_gemm(f, 1),
+                         "default_rows_gemm_avx2", ow_default_rows_gemm(f, 0));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
@@ -393,6 +395,23 @@ static PyObject *py_gemm_overlap(PyObject *self, PyObject *args) {
                        "micro-kernel calls) or -1 (read)", ow_gemm_overlap, ow_set_gemm_overlap);
 }
 
+/* rows_gemm(0, 1, 2, -1 or -2) -> the setting before the call: 0, 1 or 2 on both AVX2 paths, or -2 while unset
+ * (each path's default); -1 only reads it, -2 unsets it. Unlike the other switches it reports the setting, not what a
+ * path runs, since the two paths' defaults differ (cpu_identity: default_rows_gemm, default_rows_gemm_avx2). */
+static PyObject *py_rows_gemm(PyObject *self, PyObject *args) {
+    (void)self;
+    int on;
+    if (!PyArg_ParseTuple(args, "i", &on)) return NULL;
+    if (on < -2 || on > 2) {
+        PyErr_SetString(PyExc_ValueError, "rows_gemm: 0 (the float GEMM), 1 (int8, 8 rows in the lanes), 2 (the same, "
+                                          "AVX2's signs by xor + sub), -1 (read) or -2 (each path's default)");
+        return NULL;
+    }
+    const int before = ow_rows_gemm_setting();
+    if (on != -1) ow_set_rows_gemm(on);
+    return PyLong_FromLong(before < 0 ? -2 : before);
+}
+
 /* r16_act_bytes(bytes, -1 or -2) -> the budget before the call; -1 only reads it, -2 goes back to OW_R16_ACT_BYTES */
 static PyObject *py_r16_act_bytes(PyObject *self, PyObject *args) {
     (void)self;
@@ -420,6 +439,8 @@ PyMethodDef ow_kernel_methods[] = {
      "gemm_overlap(0, 1 or -1) -> previous setting: the float GEMM builds its next weight panel between its micro-kernel calls (1) or after them (0); the same results"},
     {"float_gemm", py_float_gemm, METH_VARARGS,
      "float_gemm(0, 1 or -1) -> previous setting: prefill as a float GEMM from 32 vectors where a slot has one (Q8_0, F16, BF16 on the AVX2 paths; F16, BF16 on AVX-512) (1) or through the exact tiles (0)"},
+    {"rows_gemm", py_rows_gemm, METH_VARARGS,
+     "rows_gemm(0, 1, 2, -1 or -2) -> previous setting (-2: unset, each path's default; -1 reads, -2 unsets): the Q8_0 GEMM of the AVX2 paths (float_gemm on, 32+ vectors) in int8 with 8 rows in the vector lanes (1; 2: AVX2's signs by xor + sub) or in floats (0)"},
     {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,
      "r16_act_bytes(bytes, -1 or -2) -> previous activation budget per vector block of the AVX-512 R16 prefill tiles (0 = one block; -1 reads, -2 returns to the default)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,

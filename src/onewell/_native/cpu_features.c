@@ -147,6 +147,12 @@ int ow_default_float_gemm(const ow_cpu_features *f) {
 
 int ow_default_gemm_overlap(const ow_cpu_features *f) { return f->l1d_kib >= 48; }
 
+int ow_default_rows_gemm(const ow_cpu_features *f, int vnni) {
+    (void)f;   /* one measured CPU so far (entry 29); benchmarks/cpu_decisions.py measures the next */
+    (void)vnni;
+    return 1;
+}
+
 static const char *const isa_names[] = {"generic", "avx2", "avx512", "neon", "dotprod", "avxvnni"};
 
 const char *ow_isa_name(ow_isa isa) {
