@@ -1,4 +1,4 @@
-"""The Q8_0 GEMMs of the AVX2 paths (kernels/gemm_q8_0_f32_avx2.c; with rows in the lanes, gemm_q8_0_i8_rows.inc)
+"""The Q8_0 GEMMs of the AVX2 paths (kernels/gemm_q8_0_f32_avx2.c; with rows in the lanes, gemm_i8_rows.inc)
 against their numpy twin and the int8 kernels.
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, Q8_0 matmuls on the avx2 and avx2-vnni paths dequantize both sides to
@@ -55,8 +55,8 @@ def test_the_table_names_the_gemm_and_where_it_starts():
         assert q8_0.kernels[path].startswith("vec_dot_q8_0_q8_0_gemm_")
         assert not nk.batch_exact(T.Q8_0, MIN_VECS, path) and nk.batch_exact(T.Q8_0, MIN_VECS - 1, path)
     # every other type and path keeps batched = one vector at a time, but F16's and BF16's on the AVX2 and AVX-512
-    # paths (test_kernel_gemm_f16_bf16.py)
-    gemms = (int(T.Q8_0), int(T.F16), int(T.BF16))
+    # paths (test_kernel_gemm_f16_bf16.py) and Q4_0's and Q5_0's on the AVX2 paths (test_kernel_gemm_q4_0_q5_0.py)
+    gemms = (int(T.Q8_0), int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0))
     others = [(t.name, p) for t in type_traits().values() for p, start in t.float_gemm_from.items()
               if start is not None and not (t.id in gemms and p in ("avx2", "avx2-vnni"))
               and not (t.id in (int(T.F16), int(T.BF16)) and p == "avx512")]
@@ -184,7 +184,7 @@ def test_the_overlap_knob_takes_0_1_or_minus_1_and_defaults_to_a_48_kib_l1():
                                                (7, 32, 200)])
 def test_the_int8_gemm_with_rows_in_lanes_and_the_float_gemm(path, rows, cols, n_vec):
     """With _core.rows_gemm(1) the AVX2 paths run Q8_0 batches from 32 vectors as an int8 GEMM with 8 rows in the
-    lanes (gemm_q8_0_i8_rows.inc, perf-log 29; 2: AVX2's weight signs by xor + sub), with 0 the float GEMM: each
+    lanes (gemm_i8_rows.inc, perf-log 29; 2: AVX2's weight signs by xor + sub), with 0 the float GEMM: each
     meets the twin bound, each vector's result is independent of its batch, the int8 variants give the same floats
     as each other and on both paths (vpdpbusd or vpmaddubsw: the same exact block sums and float chain), and not
     the float GEMM's. Shapes around the 8-row panel, the 6-vector micro-kernel, the 32-block pass and the

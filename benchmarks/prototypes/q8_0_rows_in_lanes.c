@@ -1,5 +1,5 @@
 /* Q8_0 prefill with the ROWS in the vector lanes: an int8 GEMM whose per-block float work is shared by 8 rows
- * (the prototype of kernels/gemm_q8_0_i8_rows.inc).
+ * (the prototype of kernels/gemm_i8_rows.inc).
  *
  * The question (docs/perf-log.md, entry 29): the int8 tiles (tile_q32_x86_256.inc) and llama.cpp's keep the 32
  * elements of a block in the lanes, so every (row, vector, block) ends in a convert and an FMA on the pipes that

@@ -33,6 +33,14 @@ TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
 }
 
+/* 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5 quants) */
+TA_INLINE __m256i ta_bit4(const uint8_t *qh) {
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ow_read_u32(qh)),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i select = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select), _mm256_set1_epi8(0x10));
+}
+
 /* 8 F16 / BF16 weights at column i of a row as floats, exactly: fp16 converted, or bf16 = the top half of a float32
  * (the F16/BF16 tiles and the float GEMM's panels) */
 TA_INLINE __m256 ta_half8(const uint8_t *row, int64_t i, const int BF16) {

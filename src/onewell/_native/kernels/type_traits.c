@@ -15,7 +15,8 @@
 #define OW_AVX2_VNNI(fn) OW_SLOT(OW_KPATH_AVX2_VNNI, fn)
 #define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {fn, #fn, 1}   /* an any_rows tile */
 #define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1}
-/* an any_rows tile that multiplies floats from OW_FLOAT_GEMM_MIN_VECS vectors on */
+/* an any_rows tile that runs a GEMM (float, or int8 with its own block sums: not the tile's bits) from
+ * OW_FLOAT_GEMM_MIN_VECS vectors on */
 #define OW_AVX2_FLOAT_GEMM(fn) [OW_KPATH_AVX2] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #define OW_AVX512(fn) OW_SLOT(OW_KPATH_AVX512, fn)
@@ -73,7 +74,7 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                               OW_AVX512_FLOAT_GEMM(vec_dot_f16_f16_gemm_avx512)}},
     [OW_TYPE_Q4_0] = {.name = "q4_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q4_0, -1, NULL), .vec_dot = {OW_DOTS(q4_0_q8_0, avx512_256), OW_NEON_DOTS(q4_0_q8_0)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx2), OW_AVX2_VNNI_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx2_vnni),
+                      .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q4_0_q8_0_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_q4_0_q8_0_gemm_avx2_vnni),
                                OW_AVX512_ANY_ROWS(vec_dot_q4_0_q8_0_tile_avx512)}},
     [OW_TYPE_Q4_1] = {.name = "q4_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
                       OW_WEIGHT(OW_TYPE_Q8_1, q4_1, OW_TYPE_Q4_1_R16, ow_repack_q4_1_r16),
@@ -82,7 +83,7 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
     [OW_TYPE_Q5_0] = {.name = "q5_0", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_0),
                       OW_WEIGHT(OW_TYPE_Q8_0, q5_0, OW_TYPE_Q8_0_R16, ow_repack_q5_0_r16),
                       .vec_dot = {OW_DOTS(q5_0_q8_0, avx512_256), OW_NEON_DOTS(q5_0_q8_0)},
-                      .tile = {OW_AVX2_ANY_ROWS(vec_dot_q5_0_q8_0_tile_avx2), OW_AVX2_VNNI_ANY_ROWS(vec_dot_q5_0_q8_0_tile_avx2_vnni),
+                      .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q5_0_q8_0_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_q5_0_q8_0_gemm_avx2_vnni),
                                OW_AVX512_ANY_ROWS(vec_dot_q5_0_q8_0_tile_avx512)}},
     [OW_TYPE_Q5_1] = {.name = "q5_1", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q5_1),
                       OW_WEIGHT(OW_TYPE_Q8_1, q5_1, -1, NULL), .vec_dot = {OW_DOTS(q5_1_q8_1, avx512_256)},

@@ -95,11 +95,21 @@ OW_FOR_EACH_TILE_AVX2_VNNI(OW_DECLARE_TILE_AVX2_VNNI)
 #define OW_FLOAT_GEMM_MIN_VECS 32
 void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
-/* the int8 GEMMs with 8 rows in the lanes (gemm_q8_0_i8_rows.inc), which the above run instead of the float GEMM
+/* the int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc), which the above run instead of the float GEMM
  * while ow_rows_gemm(vnni) (1; 2 on AVX2: the signs by xor + sub): any rows and vectors, n_cols a multiple of 32 */
 void vec_dot_q8_0_q8_0_rows_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_rows_avx2_mask(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
+/* ... of Q4_0 and Q5_0 (gemm_i8_rows_avx2.c, gemm_i8_rows_vnni.c), and their tile slots on the AVX2 paths: the
+ * int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while ow_float_gemm() and ow_rows_gemm(vnni), else the exact tile */
+void vec_dot_q4_0_q8_0_rows_avx2(OW_TILE_ARGS);
+void vec_dot_q5_0_q8_0_rows_avx2(OW_TILE_ARGS);
+void vec_dot_q4_0_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_q5_0_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_q4_0_q8_0_gemm_avx2(OW_TILE_ARGS);
+void vec_dot_q5_0_q8_0_gemm_avx2(OW_TILE_ARGS);
+void vec_dot_q4_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_q5_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
 /* ... and F16 and BF16 the same way (gemm_f16_bf16_avx2.c), on both AVX2 paths; below the switch their tiles */
 void vec_dot_f16_f16_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_bf16_f32_gemm_avx2(OW_TILE_ARGS);

@@ -1,0 +1,53 @@
+/* The AVX2 path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc): vpmaddubsw + vpmaddwd. Q8_0's signed
+ * weights put their signs on the activations by vpsignb (rows_gemm 1: 1.17x the float GEMM on an Intel Xeon,
+ * perf-log 29) or by xor + sub (rows_gemm 2: 1.07x there; 2 of its 5 instructions on the multiply pipes where Zen 4
+ * runs xor / sub / add beside them, perf-log 20, so cpu_decisions.py measures it on the next AMD CPU); Q4_0's and
+ * Q5_0's unsigned quants need neither. */
+#include "vec_dot.h"
+
+#if OW_X86_KERNELS
+#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
+#define GI_VNNI 0
+#define GI_MASK 0
+#define GI_TYPE 0
+#define GI_SUFFIX q8_0_avx2
+#define GI_NAME vec_dot_q8_0_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
+#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
+#define GI_VNNI 0
+#define GI_MASK 1
+#define GI_TYPE 0
+#define GI_SUFFIX q8_0_avx2_mask
+#define GI_NAME vec_dot_q8_0_q8_0_rows_avx2_mask
+#include "gemm_i8_rows.inc"
+
+#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
+#define GI_VNNI 0
+#define GI_MASK 0
+#define GI_TYPE 1
+#define GI_SUFFIX q4_0_avx2
+#define GI_NAME vec_dot_q4_0_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
+#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
+#define GI_VNNI 0
+#define GI_MASK 0
+#define GI_TYPE 2
+#define GI_SUFFIX q5_0_avx2
+#define GI_NAME vec_dot_q5_0_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
+/* the Q4_0 / Q5_0 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while float_gemm
+ * and rows_gemm are on, else the exact tile (which sends one vector to the decode kernel) */
+#define GI_SLOT(t)                                                                                          \
+    __attribute__((target("avx2,fma,f16c"))) void vec_dot_##t##_q8_0_gemm_avx2(OW_TILE_ARGS) {                \
+        if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(0))                       \
+            vec_dot_##t##_q8_0_rows_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);          \
+        else                                                                                                \
+            vec_dot_##t##_q8_0_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);          \
+    }
+GI_SLOT(q4_0)
+GI_SLOT(q5_0)
+#undef GI_SLOT
+#endif
