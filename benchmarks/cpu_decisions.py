@@ -47,7 +47,8 @@ def decisions() -> list[Decision]:
     ident = _core.cpu_identity()
     prefetch, f16_prefetch = ident["default_prefetch"], ident["default_f16_prefetch"]
     gemm, wide, overlap = ident["default_float_gemm"], ident["default_wide_tiles"], ident["default_gemm_overlap"]
-    rows, rows_avx2 = ident["default_rows_gemm"], ident["default_rows_gemm_avx2"]
+    rows, rows_avx2, rows_avx512 = (ident["default_rows_gemm"], ident["default_rows_gemm_avx2"],
+                                    ident["default_rows_gemm_avx512"])
     others = lambda current, options: tuple(o for o in options if o != current)   # noqa: E731
     return [
         Decision("float_gemm", "Q8_0 prefill as a GEMM from 32 vectors, else the exact int8 tiles (ow_default_float_gemm; "
@@ -62,13 +63,19 @@ def decisions() -> list[Decision]:
                  ((QWEN_Q8_0, "pp128"),),
                  ({"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": overlap},
                   {"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": 1 - overlap})),
-        Decision("rows_gemm", "the AVX2 path's Q8_0 GEMM in int8 with 8 rows in the vector lanes, the weights' "
-                 "signs by vpsignb (1) or xor + sub (2), else in floats (0) (ow_default_rows_gemm; perf-log 29)",
-                 ("avx2",), ((QWEN_Q8_0, "pp128"),),
+        Decision("rows_gemm", "the AVX2 path's Q8_0 / Q4_0 / Q5_0 GEMMs in int8 with 8 rows in the vector lanes, "
+                 "Q8_0's signs by vpsignb (1) or xor + sub (2), else Q8_0 in floats and the others through their "
+                 "exact tiles (0) (ow_default_rows_gemm; perf-log 29)", ("avx2",),
+                 ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
                  tuple({"float_gemm": 1, "rows_gemm": m} for m in (rows_avx2,) + others(rows_avx2, (0, 1, 2)))),
-        Decision("rows_gemm_vnni", "the AVX-VNNI path's Q8_0 GEMM in int8 with 8 rows in the vector lanes (1), else "
-                 "in floats (0) (ow_default_rows_gemm; perf-log 29)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"),),
+        Decision("rows_gemm_vnni", "the AVX-VNNI path's Q8_0 / Q4_0 / Q5_0 GEMMs in int8 with 8 rows in the vector "
+                 "lanes (1), else Q8_0 in floats and the others through their exact tiles (0) (ow_default_rows_gemm; "
+                 "perf-log 29)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
                  ({"float_gemm": 1, "rows_gemm": rows}, {"float_gemm": 1, "rows_gemm": 1 - rows})),
+        Decision("rows_gemm_avx512", "the AVX-512 path's Q4_0 / Q5_0 GEMMs in int8 with 8 rows in the lanes of ymm "
+                 "registers (1), else their 512-bit exact tiles (0) (ow_default_rows_gemm; perf-log 29)",
+                 ("avx512",), ((QWEN_Q4_K_M, "pp128"),),
+                 ({"float_gemm": 1, "rows_gemm": rows_avx512}, {"float_gemm": 1, "rows_gemm": 1 - rows_avx512})),
         Decision("r16_act_bytes", "activation budget per vector block of the AVX-512 R16 prefill tiles "
                  "(OW_R16_ACT_BYTES; perf-log 25)", ("avx512",), ((SMOLLM2_Q4_1, "pp128"), (QWEN_Q8_0, "pp128")),
                  ({"r16_act_bytes": 24 << 10},) + others({"r16_act_bytes": 24 << 10},

@@ -1,10 +1,11 @@
-"""Q4_0 and Q5_0 prefill on the AVX2 paths as an int8 GEMM with 8 weight rows in the vector lanes
-(kernels/gemm_i8_rows.inc; docs/perf-log.md, entry 29) against the numpy twin and the exact tiles.
+"""Q4_0 and Q5_0 prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with 256-bit EVEX vpdpbusd) as an int8 GEMM with
+8 weight rows in the vector lanes (kernels/gemm_i8_rows.inc; docs/perf-log.md, entry 29) against the numpy twin
+and the exact tiles.
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, while _core.float_gemm and _core.rows_gemm are on, each block's exact
 integer sum of quants (unsigned q, seeded by -8 / -16 x the activation quants' sum) is scaled and added into one
 float chain per (row, vector): the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result
-does not depend on its batch, and both paths give the same floats. With rows_gemm off the slot runs the exact tile
+does not depend on its batch, and every path gives the same floats. With rows_gemm off the slot runs the exact tile
 again: every vector bit for bit its one-vector result. Shapes around the 8-row panel, the 6-vector micro-kernel,
 the 32-block pass and the 128-vector group.
 """
@@ -22,7 +23,7 @@ from onewell.runtime.native_types import type_traits
 
 T = GGMLType
 TYPES = (T.Q4_0, T.Q5_0)
-AVX2_PATHS = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni")]
+GEMM_PATHS = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
 MIN_VECS = 32
 RTOL = 1e-5
 pytestmark = pytest.mark.usefixtures("float_gemm_on")
@@ -51,10 +52,10 @@ def with_rows_gemm(mode: int, fn):
         _core.rows_gemm(before)
 
 
-def test_the_avx2_slots_run_the_gemm_from_32_vectors():
+def test_the_x86_slots_run_the_gemm_from_32_vectors():
     for wt in TYPES:
         traits = type_traits()[int(wt)]
-        for path in AVX2_PATHS:
+        for path in GEMM_PATHS:
             assert traits.float_gemm_from[path] == MIN_VECS
             assert traits.kernels[path] == f"vec_dot_{wt.name.lower()}_q8_0_gemm_{path.replace('-', '_')}"
             assert not nk.batch_exact(wt, MIN_VECS, path) and nk.batch_exact(wt, MIN_VECS - 1, path)
@@ -70,14 +71,14 @@ def test_int8_gemm_meets_the_twin_and_keeps_each_vector_to_itself(wt, rows, cols
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
     results = {}
-    for path in AVX2_PATHS:
+    for path in GEMM_PATHS:
         full = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
         assert np.all(np.abs(full - exact) <= RTOL * magnitude), f"{wt.name} {rows}x{cols}x{n_vec} on {path}"
         tail = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x[n_vec - MIN_VECS:], path))
         np.testing.assert_array_equal(tail, full[n_vec - MIN_VECS:])
         results[path] = full
-    if len(results) == 2:   # vpdpbusd and vpmaddubsw: the same integers, the same float chain
-        np.testing.assert_array_equal(results["avx2"], results["avx2-vnni"])
+    for path in GEMM_PATHS[1:]:   # vpdpbusd (VEX, EVEX) and vpmaddubsw: the same integers, the same float chain
+        np.testing.assert_array_equal(results[path], results[GEMM_PATHS[0]])
 
 
 @pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
@@ -87,13 +88,13 @@ def test_rows_gemm_off_gives_back_the_exact_tile(wt):
     raw = matrix(rng, wt, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    for path in AVX2_PATHS:
+    for path in GEMM_PATHS:
         alone = np.stack([nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
         np.testing.assert_array_equal(with_rows_gemm(0, lambda: nk.matmul(raw, wt, rows, cols, x, path)), alone)
         gemm = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
         assert not np.array_equal(gemm, alone)
         assert np.all(np.abs(gemm - exact) <= RTOL * magnitude)
-    # with no AVX2 path here the slots are not reached; the knob still reads and sets
+    # with no x86 path here the slots are not reached; the knob still reads and sets
     assert with_rows_gemm(0, lambda: _core.rows_gemm(-1)) == 0
 
 
@@ -105,7 +106,7 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
     raw = matrix(rng, wt, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    for path in AVX2_PATHS:
+    for path in GEMM_PATHS:
         xq = nk.quantize_act(x, wt, path)
         y = np.full((n_vec, y_stride), np.nan, np.float32)
         with_rows_gemm(1, lambda: _core.matmul(int(wt), raw, row_nbytes(wt, cols), cols, xq, xq.shape[1], n_vec, y,

@@ -98,12 +98,14 @@ def test_plan_refuses_a_type_outside_the_table():
 
 @pytest.mark.skipif("avx512" not in _core.kernel_paths() and "avx2" not in _core.kernel_paths(),
                     reason="x86-only kernels: this build has none")
-def test_avx512_path_reads_q4_0_and_q5_0_through_its_vnni_tiles():
-    """Q4_0 and Q5_0 keep their file layout on the AVX-512 path (perf-log 19): its VNNI tiles prefill them, and one
-    vector streams through the 256-bit EVEX decode kernels (the tiles' own fallback)."""
+def test_avx512_path_reads_q4_0_and_q5_0_through_its_vnni_kernels():
+    """Q4_0 and Q5_0 keep their file layout on the AVX-512 path (perf-log 19): its slot runs the int8 GEMM with rows
+    in the lanes from 32 vectors (perf-log 29), else its VNNI tiles, and one vector streams through the 256-bit
+    EVEX decode kernels (the tiles' own fallback)."""
     traits = type_traits()
     for t in (T.Q4_0, T.Q5_0):
-        assert traits[int(t)].kernels["avx512"] == f"vec_dot_{t.name.lower()}_q8_0_tile_avx512"
+        assert traits[int(t)].kernels["avx512"] == f"vec_dot_{t.name.lower()}_q8_0_gemm_avx512"
+        assert traits[int(t)].float_gemm_from["avx512"] == 32
     assert "q5_0" not in nk.DEFAULT_REPACK["avx512"] and "q4_0" not in nk.DEFAULT_REPACK["avx512"]
 
 

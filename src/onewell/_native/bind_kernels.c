@@ -329,19 +329,20 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
  * "default_wide_tiles", "default_float_gemm", "l1d_kib", "default_gemm_overlap", "default_rows_gemm",
- * "default_rows_gemm_avx2"}
+ * "default_rows_gemm_avx2", "default_rows_gemm_avx512"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
                          "family", f->family, "model", f->model, "default_prefetch",
                          (Py_ssize_t)ow_default_prefetch(f), "default_f16_prefetch",
                          (Py_ssize_t)ow_default_f16_prefetch(f), "default_wide_tiles", ow_default_wide_tiles(f),
                          "default_float_gemm", ow_default_float_gemm(f), "l1d_kib", f->l1d_kib,
-                         "default_gemm_overlap", ow_default_gemm_overlap(f), "default_rows_gemm", ow_default_rows_gemm(f, 1),
-                         "default_rows_gemm_avx2", ow_default_rows_gemm(f, 0));
+                         "default_gemm_overlap", ow_default_gemm_overlap(f), "default_rows_gemm", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX2_VNNI),
+                         "default_rows_gemm_avx2", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX2),
+                         "default_rows_gemm_avx512", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX512));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */

@@ -147,9 +147,9 @@ int ow_default_float_gemm(const ow_cpu_features *f) {
 
 int ow_default_gemm_overlap(const ow_cpu_features *f) { return f->l1d_kib >= 48; }
 
-int ow_default_rows_gemm(const ow_cpu_features *f, int vnni) {
+int ow_default_rows_gemm(const ow_cpu_features *f, int path) {
     (void)f;   /* one measured CPU so far (entry 29); benchmarks/cpu_decisions.py measures the next */
-    (void)vnni;
+    (void)path;
     return 1;
 }
 

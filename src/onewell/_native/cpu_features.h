@@ -53,7 +53,7 @@ int ow_default_gemm_overlap(const ow_cpu_features *f);
  * path, the weights' signs by xor + sub). Measured on an Intel Xeon with AMX, whose cores are Alder Lake's P-cores
  * (perf-log entry 29): AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x). Not yet on AMD, where the
  * integer multiplies share the FMA pipes as there (entry 20): 1 until measured (cpu_decisions.py, rows_gemm). */
-int ow_default_rows_gemm(const ow_cpu_features *f, int vnni);
+int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* (matvec.h) */
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not
  * cap). */

@@ -140,14 +140,15 @@ def isa_info() -> dict:
 
 
 def _rows_gemm(path: str) -> bool:
-    """Whether the path's Q8_0 GEMM runs in int8 with rows in the lanes: the knob's setting, else its default there"""
+    """Whether the path's prefill GEMMs run in int8 with rows in the lanes: the knob's setting, else its default"""
     from onewell._native import _core
 
     setting = _core.rows_gemm(-1)
     if setting >= 0:
-        return bool(setting) and path in ("avx2", "avx2-vnni")
+        return bool(setting) and path in ("avx2", "avx2-vnni", "avx512")
     ident = _core.cpu_identity()
-    return bool({"avx2": ident["default_rows_gemm_avx2"], "avx2-vnni": ident["default_rows_gemm"]}.get(path, 0))
+    return bool({"avx2": ident["default_rows_gemm_avx2"], "avx2-vnni": ident["default_rows_gemm"],
+                 "avx512": ident["default_rows_gemm_avx512"]}.get(path, 0))
 
 
 def machine_info() -> dict:

@@ -368,7 +368,7 @@ def render_header(report: dict) -> list[str]:
         + (f", decode prefetch {m['decode_prefetch_bytes']} B" if m.get("decode_prefetch_bytes") is not None else "")
         + (", 512-bit prefill tiles" if m.get("wide_tiles") and m.get("kernel_path") == "avx512" else "")
         + (", float GEMM prefill" + (" (panels overlapped)" if m.get("gemm_overlap") else "")
-           + ("; Q8_0 in int8, rows in lanes" if m.get("rows_gemm") else "")
+           + ("; int8 GEMMs with rows in lanes" if m.get("rows_gemm") else "")
            if m.get("float_gemm") and m.get("kernel_path") in ("avx2", "avx2-vnni", "avx512") else ""),
         f"threads: {', '.join(map(str, s['threads']))}; {placement_note(m, s['threads'])}",
         f"engine:  onewell {m['onewell_version']}, backend {s['backend']} ({s['backend_class']}"

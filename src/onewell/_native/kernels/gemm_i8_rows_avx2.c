@@ -40,12 +40,12 @@
 
 /* the Q4_0 / Q5_0 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while float_gemm
  * and rows_gemm are on, else the exact tile (which sends one vector to the decode kernel) */
-#define GI_SLOT(t)                                                                                          \
-    __attribute__((target("avx2,fma,f16c"))) void vec_dot_##t##_q8_0_gemm_avx2(OW_TILE_ARGS) {                \
-        if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(0))                       \
-            vec_dot_##t##_q8_0_rows_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);          \
-        else                                                                                                \
-            vec_dot_##t##_q8_0_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);          \
+#define GI_SLOT(t)                                                                                                   \
+    __attribute__((target("avx2,fma,f16c"))) void vec_dot_##t##_q8_0_gemm_avx2(OW_TILE_ARGS) {                       \
+        if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX2))                   \
+            vec_dot_##t##_q8_0_rows_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                  \
+        else                                                                                                         \
+            vec_dot_##t##_q8_0_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                  \
     }
 GI_SLOT(q4_0)
 GI_SLOT(q5_0)

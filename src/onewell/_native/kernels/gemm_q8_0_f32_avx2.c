@@ -26,18 +26,18 @@
 TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS) {
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm())
         vec_dot_q8_0_q8_0_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-    else if (ow_rows_gemm(0))
-        (ow_rows_gemm(0) == 2 ? vec_dot_q8_0_q8_0_rows_avx2_mask : vec_dot_q8_0_q8_0_rows_avx2)(
+    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2))
+        (ow_rows_gemm(OW_ROWS_GEMM_AVX2) == 2 ? vec_dot_q8_0_q8_0_rows_avx2_mask : vec_dot_q8_0_q8_0_rows_avx2)(
             n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else
         gf_gemm(q8_0_vectors, q8_0_panel_part, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
 }
 
-/* (each path runs the int8 GEMM with rows in the lanes instead while ow_rows_gemm(vnni), gemm_i8_rows.inc) */
+/* (each path runs the int8 GEMM with rows in the lanes instead while ow_rows_gemm(path), gemm_i8_rows.inc) */
 TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS) {
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm())
         vec_dot_q8_0_q8_0_tile_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-    else if (ow_rows_gemm(1))
+    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI))
         vec_dot_q8_0_q8_0_rows_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else
         gf_gemm(q8_0_vectors, q8_0_panel_part, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);

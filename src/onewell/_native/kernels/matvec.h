@@ -140,13 +140,17 @@ int ow_float_gemm(void);
  * set, this CPU's ow_default_gemm_overlap (docs/perf-log.md, entry 28). The results are the same either way. */
 void ow_set_gemm_overlap(int on);
 int ow_gemm_overlap(void);
-/* Whether the Q8_0 GEMM of the AVX2 paths multiplies int8 with 8 rows in the lanes (1; 2: on the AVX2 path with
- * the weights' signs by xor + sub instead of vpsignb) or floats (0), on both paths once set, else this CPU's
- * ow_default_rows_gemm for the path (vnni: the AVX-VNNI one; docs/perf-log.md, entry 29). The int8 variants give
- * the same floats; they and the float GEMM round differently from the tile. */
+/* Whether prefill batches of OW_FLOAT_GEMM_MIN_VECS+ vectors run the int8 GEMM with 8 rows in the lanes
+ * (gemm_i8_rows.inc; 1, or 2: on the AVX2 path Q8_0's signs by xor + sub instead of vpsignb) instead of the float
+ * GEMM (Q8_0) or the exact tiles (Q4_0, Q5_0) (0): on every path once set, else this CPU's ow_default_rows_gemm
+ * for the path (docs/perf-log.md, entry 29). The int8 variants give the same floats; they and the float GEMM
+ * round differently from the tiles. */
+#define OW_ROWS_GEMM_AVX2 0
+#define OW_ROWS_GEMM_AVX2_VNNI 1
+#define OW_ROWS_GEMM_AVX512 2
 void ow_set_rows_gemm(int mode);   /* -1: back to each path's default */
 int ow_rows_gemm_setting(void);    /* 0, 1, 2, or -1 while unset */
-int ow_rows_gemm(int vnni);
+int ow_rows_gemm(int path);        /* OW_ROWS_GEMM_* */
 /* The activation bytes per vector block of the AVX-512 R16 prefill tiles (ow_r16_vector_block; 0: all vectors in
  * one block): until set, OW_R16_ACT_BYTES. 16, 24 and 32 KiB ran the same on the Xeon of docs/perf-log.md entry
  * 25; 24 leaves room in a 32 KiB L1 (Zen 4). The results are the same for any value. */
