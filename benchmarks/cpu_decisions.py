@@ -72,8 +72,9 @@ def decisions() -> list[Decision]:
                  "lanes (1), else Q8_0 in floats and the others through their exact tiles (0) (ow_default_rows_gemm; "
                  "perf-log 29)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
                  ({"float_gemm": 1, "rows_gemm": rows}, {"float_gemm": 1, "rows_gemm": 1 - rows})),
-        Decision("rows_gemm_avx512", "the AVX-512 path's Q4_0 / Q5_0 GEMMs in int8 with 8 rows in the lanes of ymm "
-                 "registers (1), else their 512-bit exact tiles (0) (ow_default_rows_gemm; perf-log 29)",
+        Decision("rows_gemm_avx512", "the AVX-512 path's Q4_0 / Q5_0 GEMMs in int8 with rows in the lanes (zmm, 16 "
+                 "rows, where wide_tiles; else ymm, 8) (1), else their exact tiles (0) (ow_default_rows_gemm; perf-log "
+                 "29)",
                  ("avx512",), ((QWEN_Q4_K_M, "pp128"),),
                  ({"float_gemm": 1, "rows_gemm": rows_avx512}, {"float_gemm": 1, "rows_gemm": 1 - rows_avx512})),
         Decision("r16_act_bytes", "activation budget per vector block of the AVX-512 R16 prefill tiles "

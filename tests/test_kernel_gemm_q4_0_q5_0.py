@@ -113,3 +113,28 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
                                                 y_stride, r0, r1, path))
         assert np.isnan(y[:, :r0]).all() and np.isnan(y[:, r1:]).all()
         assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
+
+
+@pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("rows, cols, n_vec", [(37, 896, 33), (16, 1056, 64), (130, 4896, 47), (17, 96, 129)])
+def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_vec):
+    """On the AVX-512 path the GEMM holds 16 rows per zmm panel where _core.wide_tiles, else 8 per ymm: the same
+    integers and float chain per (row, vector), so the same floats (shapes around 8 and 16 rows)"""
+    rng = np.random.default_rng(rows + cols)
+    raw = matrix(rng, wt, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    before = _core.wide_tiles(-1)
+    try:
+        out = {}
+        for wide in (0, 1):
+            _core.wide_tiles(wide)
+            out[wide] = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, "avx512")) \
+                if "avx512" in GEMM_PATHS else wide
+    finally:
+        _core.wide_tiles(before)
+    if "avx512" in GEMM_PATHS:
+        np.testing.assert_array_equal(out[1], out[0])
+        exact, magnitude = twin(raw, wt, rows, cols, x)
+        assert np.all(np.abs(out[1] - exact) <= RTOL * magnitude)
+    else:   # no AVX-512 here: the knob alone
+        assert out == {0: 0, 1: 1}

@@ -110,9 +110,11 @@ void vec_dot_q4_0_q8_0_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_q4_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
-/* ... and on the AVX-512 path, 256-bit with the EVEX vpdpbusd (gemm_i8_rows_avx512.c), behind its tiles below */
+/* ... and on the AVX-512 path with the EVEX vpdpbusd (gemm_i8_rows_avx512.c), behind its tiles below */
 void vec_dot_q4_0_q8_0_rows_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_rows_avx512(OW_TILE_ARGS);
+void vec_dot_q4_0_q8_0_rows_avx512_wide(OW_TILE_ARGS);   /* zmm, 16 rows per panel, where ow_wide_tiles */
+void vec_dot_q5_0_q8_0_rows_avx512_wide(OW_TILE_ARGS);
 void vec_dot_q4_0_q8_0_gemm_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx512(OW_TILE_ARGS);
 /* ... and F16 and BF16 the same way (gemm_f16_bf16_avx2.c), on both AVX2 paths; below the switch their tiles */
