@@ -20,6 +20,7 @@ from onewell.quant import dequantize
 from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
 from onewell.runtime import native_kernels as nk
 from onewell.runtime.native_types import type_traits
+from real_weights import real_rows
 
 T = GGMLType
 TYPES = (T.Q4_0, T.Q5_0)
@@ -138,3 +139,21 @@ def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_
         assert np.all(np.abs(out[1] - exact) <= RTOL * magnitude)
     else:   # no AVX-512 here: the knob alone
         assert out == {0: 0, 1: 1}
+
+
+@pytest.mark.model
+def test_the_gemm_on_real_q5_0_weights(qwen_q4km_path):
+    """Qwen Q4_K_M's Q5_0 matrices (ffn_gate/up of every layer, the token embedding) against 40 vectors with a few
+    massive channels, as Qwen's hidden states have: the twin bound on every path, and the same floats on each"""
+    samples = real_rows(qwen_q4km_path, T.Q5_0)
+    assert len(samples) >= 48
+    rng = np.random.default_rng(4)
+    for name, cols, raw in samples[::4]:
+        rows = raw.size // row_nbytes(T.Q5_0, cols)
+        x = rng.standard_normal((40, cols)).astype(np.float32)
+        x[:, rng.integers(0, cols, 3)] *= 50.0
+        exact, magnitude = twin(raw, T.Q5_0, rows, cols, x)
+        results = [with_rows_gemm(1, lambda: nk.matmul(raw, T.Q5_0, rows, cols, x, path)) for path in GEMM_PATHS]
+        for path, got in zip(GEMM_PATHS, results):
+            assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{name} on {path}"
+            np.testing.assert_array_equal(got, results[0])

@@ -24,6 +24,7 @@ from onewell.quant import dequantize
 from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
 from onewell.runtime import native_kernels as nk
 from onewell.runtime.native_types import type_traits
+from real_weights import real_rows
 
 T = GGMLType
 GEMM_PATHS = [p for p in nk.available_paths() if type_traits()[int(T.Q8_0)].float_gemm_from[p] is not None]
@@ -230,26 +231,12 @@ def test_the_rows_knob_reports_its_setting_and_defaults_per_path():
         _core.rows_gemm(before)
 
 
-def real_q8_0_rows(path, per_tensor: int = 40) -> list[tuple[str, int, np.ndarray]]:
-    """(name, cols, raw rows) of every Q8_0 matrix in a GGUF file: its first and last rows"""
-    from onewell.gguf.reader import GGUFReader
-
-    out = []
-    with GGUFReader(path) as reader:
-        for name, info in reader.tensors.items():
-            if len(info.shape) == 2 and info.ggml_type == T.Q8_0:
-                rows, cols = info.shape
-                data = reader.tensor_data(name).reshape(rows, -1)
-                out.append((name, cols, np.concatenate([data[:per_tensor // 2], data[-per_tensor // 2:]]).reshape(-1)))
-    return out
-
-
 @pytest.mark.model
 @pytest.mark.parametrize("model", ["qwen_q8_0_path", "qwen_q4km_path", "smollm_path"])
 def test_gemm_on_real_weights(model, request):
     """Real Q8_0 matrices (Qwen Q8_0: every layer; Qwen Q4_K_M: attn_v and the tied embedding; SmolLM2: the tied
     embedding) against 40 activation vectors with real-looking outliers: the twin bound, and the one-vector kernel's"""
-    samples = real_q8_0_rows(request.getfixturevalue(model))
+    samples = real_rows(request.getfixturevalue(model), T.Q8_0)
     assert samples
     rng = np.random.default_rng(3)
     for name, cols, raw in samples[:12]:
