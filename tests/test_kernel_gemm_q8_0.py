@@ -56,8 +56,9 @@ def test_the_table_names_the_gemm_and_where_it_starts():
         assert q8_0.kernels[path].startswith("vec_dot_q8_0_q8_0_gemm_")
         assert not nk.batch_exact(T.Q8_0, MIN_VECS, path) and nk.batch_exact(T.Q8_0, MIN_VECS - 1, path)
     # every other type and path keeps batched = one vector at a time, but F16's and BF16's on the AVX2 and AVX-512
-    # paths (test_kernel_gemm_f16_bf16.py) and Q4_0's and Q5_0's on those (test_kernel_gemm_q4_0_q5_0.py)
-    gemms = (int(T.Q8_0), int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0))
+    # paths (test_kernel_gemm_f16_bf16.py), Q4_0's and Q5_0's on those and Q4_1's and Q5_1's on the AVX2 paths
+    # (test_kernel_gemm_i8_rows.py)
+    gemms = (int(T.Q8_0), int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0), int(T.Q4_1), int(T.Q5_1))
     others = [(t.name, p) for t in type_traits().values() for p, start in t.float_gemm_from.items()
               if start is not None and not (t.id in gemms and p in ("avx2", "avx2-vnni"))
               and not (t.id in (int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0)) and p == "avx512")]

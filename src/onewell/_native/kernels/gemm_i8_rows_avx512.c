@@ -41,16 +41,16 @@
 
 /* the Q4_0 / Q5_0 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while float_gemm
  * and rows_gemm are on, else the exact tile (vec_dot_tile_avx512.c) */
-#define GI_SLOT(t)                                                                                                   \
+#define GI_SLOT(t, a)                                                                                                \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))                                    \
-    void vec_dot_##t##_q8_0_gemm_avx512(OW_TILE_ARGS) {                                                              \
+    void vec_dot_##t##_##a##_gemm_avx512(OW_TILE_ARGS) {                                                             \
         if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX512))                 \
-            (ow_wide_tiles() ? vec_dot_##t##_q8_0_rows_avx512_wide : vec_dot_##t##_q8_0_rows_avx512)(                \
+            (ow_wide_tiles() ? vec_dot_##t##_##a##_rows_avx512_wide : vec_dot_##t##_##a##_rows_avx512)(              \
                 n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                                           \
         else                                                                                                         \
-            vec_dot_##t##_q8_0_tile_avx512(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                \
+            vec_dot_##t##_##a##_tile_avx512(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);               \
     }
-GI_SLOT(q4_0)
-GI_SLOT(q5_0)
+GI_SLOT(q4_0, q8_0)
+GI_SLOT(q5_0, q8_0)
 #undef GI_SLOT
 #endif

@@ -28,16 +28,34 @@
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-/* the Q4_0 / Q5_0 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while float_gemm
- * and rows_gemm are on, else the exact tile (which sends one vector to the decode kernel) */
-#define GI_SLOT(t)                                                                                                   \
-    __attribute__((target("avx2,fma,f16c,avxvnni"))) void vec_dot_##t##_q8_0_gemm_avx2_vnni(OW_TILE_ARGS) {          \
+#define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define GI_VNNI 1
+#define GI_MASK 0
+#define GI_TYPE 3
+#define GI_SUFFIX q4_1_avx2_vnni
+#define GI_NAME vec_dot_q4_1_q8_1_rows_avx2_vnni
+#include "gemm_i8_rows.inc"
+
+#define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define GI_VNNI 1
+#define GI_MASK 0
+#define GI_TYPE 4
+#define GI_SUFFIX q5_1_avx2_vnni
+#define GI_NAME vec_dot_q5_1_q8_1_rows_avx2_vnni
+#include "gemm_i8_rows.inc"
+
+/* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while
+ * float_gemm and rows_gemm are on, else the exact tile (which sends one vector to the decode kernel) */
+#define GI_SLOT(t, a)                                                                                                \
+    __attribute__((target("avx2,fma,f16c,avxvnni"))) void vec_dot_##t##_##a##_gemm_avx2_vnni(OW_TILE_ARGS) {         \
         if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI))              \
-            vec_dot_##t##_q8_0_rows_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);             \
+            vec_dot_##t##_##a##_rows_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);            \
         else                                                                                                         \
-            vec_dot_##t##_q8_0_tile_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);             \
+            vec_dot_##t##_##a##_tile_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);            \
     }
-GI_SLOT(q4_0)
-GI_SLOT(q5_0)
+GI_SLOT(q4_0, q8_0)
+GI_SLOT(q5_0, q8_0)
+GI_SLOT(q4_1, q8_1)
+GI_SLOT(q5_1, q8_1)
 #undef GI_SLOT
 #endif

@@ -110,6 +110,15 @@ void vec_dot_q4_0_q8_0_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx2(OW_TILE_ARGS);
 void vec_dot_q4_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
+/* ... and of Q4_1 / Q5_1 with Q8_1 activations, the same way */
+void vec_dot_q4_1_q8_1_rows_avx2(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_rows_avx2(OW_TILE_ARGS);
+void vec_dot_q4_1_q8_1_rows_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_rows_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_q4_1_q8_1_gemm_avx2(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_gemm_avx2(OW_TILE_ARGS);
+void vec_dot_q4_1_q8_1_gemm_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_gemm_avx2_vnni(OW_TILE_ARGS);
 /* ... and on the AVX-512 path with the EVEX vpdpbusd (gemm_i8_rows_avx512.c), behind its tiles below */
 void vec_dot_q4_0_q8_0_rows_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_rows_avx512(OW_TILE_ARGS);

@@ -1,10 +1,10 @@
-"""Q4_0 and Q5_0 prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with 256-bit EVEX vpdpbusd) as an int8 GEMM with
-8 weight rows in the vector lanes (kernels/gemm_i8_rows.inc; docs/perf-log.md, entry 29) against the numpy twin
-and the exact tiles.
+"""Q4_0 and Q5_0 prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with the EVEX vpdpbusd), and Q4_1 and Q5_1 on the
+AVX2 paths, as an int8 GEMM with the weight rows in the vector lanes (kernels/gemm_i8_rows.inc; docs/perf-log.md,
+entry 29) against the numpy twin and the exact tiles. (Q8_0's: test_kernel_gemm_q8_0.py.)
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, while _core.float_gemm and _core.rows_gemm are on, each block's exact
-integer sum of quants (unsigned q, seeded by -8 / -16 x the activation quants' sum) is scaled and added into one
-float chain per (row, vector): the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result
+integer sum of quants (unsigned q, seeded by -8 / -16 x the activation quants' sum for Q4_0 / Q5_0; for Q4_1 / Q5_1
+plus m x s) is scaled and added into one float chain per (row, vector): the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result
 does not depend on its batch, and every path gives the same floats. With rows_gemm off the slot runs the exact tile
 again: every vector bit for bit its one-vector result. Shapes around the 8-row panel, the 6-vector micro-kernel,
 the 32-block pass and the 128-vector group.
@@ -16,33 +16,36 @@ import pytest
 
 from onewell._native import _core
 from onewell.gguf.constants import GGMLType, row_nbytes
-from onewell.quant import dequantize
-from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
 from onewell.runtime import native_kernels as nk
 from onewell.runtime.native_types import type_traits
 from real_weights import real_rows
+from test_native_kernels import twin_product
 
 T = GGMLType
-TYPES = (T.Q4_0, T.Q5_0)
-GEMM_PATHS = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
+TYPES = (T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1)
+X86 = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
+PATHS = {T.Q4_0: X86, T.Q5_0: X86, T.Q4_1: [p for p in X86 if p != "avx512"], T.Q5_1: [p for p in X86 if p != "avx512"]}
+ACT = {T.Q4_0: T.Q8_0, T.Q5_0: T.Q8_0, T.Q4_1: T.Q8_1, T.Q5_1: T.Q8_1}
 MIN_VECS = 32
 RTOL = 1e-5
 pytestmark = pytest.mark.usefixtures("float_gemm_on")
 
 
 def matrix(rng: np.random.Generator, wt: GGMLType, rows: int, cols: int) -> np.ndarray:
-    """Raw blocks: every quant and high-bit pattern, scales of both signs"""
+    """Raw blocks: every quant and high-bit pattern, scales (and the _1 types' mins) of both signs"""
     block_bytes = row_nbytes(wt, 32)
     blocks = rng.integers(0, 256, (rows * cols // 32, block_bytes), dtype=np.uint8)
-    scale = rng.uniform(1e-3, 1e-2, len(blocks)) * rng.choice([-1.0, 1.0], len(blocks))
-    blocks[:, :2] = scale.astype("<f2").view(np.uint8).reshape(-1, 2)
+    for at in ((0, 2) if wt in (T.Q4_1, T.Q5_1) else (0,)):
+        scale = rng.uniform(1e-3, 1e-2, len(blocks)) * rng.choice([-1.0, 1.0], len(blocks))
+        blocks[:, at:at + 2] = scale.astype("<f2").view(np.uint8).reshape(-1, 2)
     return blocks.reshape(-1)
 
 
 def twin(raw, wt, rows, cols, x):
-    x_hat = dequantize_act(T.Q8_0, twin_quantize_act(T.Q8_0, x), cols).astype(np.float64).reshape(-1, cols)
-    w = dequantize(wt, raw, (rows, cols)).astype(np.float64)
-    return x_hat @ w.T, np.abs(x_hat) @ np.abs(w).T
+    """(exact product in float64 [n_vec, rows], magnitude M): test_native_kernels' twin, which also accounts for
+    Q8_1's s = fp16(d x sum q), the value the kernels multiply the mins by"""
+    exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
+    return exact, magnitude
 
 
 def with_rows_gemm(mode: int, fn):
@@ -56,9 +59,10 @@ def with_rows_gemm(mode: int, fn):
 def test_the_x86_slots_run_the_gemm_from_32_vectors():
     for wt in TYPES:
         traits = type_traits()[int(wt)]
-        for path in GEMM_PATHS:
+        for path in PATHS[wt]:
             assert traits.float_gemm_from[path] == MIN_VECS
-            assert traits.kernels[path] == f"vec_dot_{wt.name.lower()}_q8_0_gemm_{path.replace('-', '_')}"
+            act = ACT[wt].name.lower()
+            assert traits.kernels[path] == f"vec_dot_{wt.name.lower()}_{act}_gemm_{path.replace('-', '_')}"
             assert not nk.batch_exact(wt, MIN_VECS, path) and nk.batch_exact(wt, MIN_VECS - 1, path)
         assert traits.float_gemm_from.get("generic") is None
 
@@ -72,14 +76,14 @@ def test_int8_gemm_meets_the_twin_and_keeps_each_vector_to_itself(wt, rows, cols
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
     results = {}
-    for path in GEMM_PATHS:
+    for path in PATHS[wt]:
         full = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
         assert np.all(np.abs(full - exact) <= RTOL * magnitude), f"{wt.name} {rows}x{cols}x{n_vec} on {path}"
         tail = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x[n_vec - MIN_VECS:], path))
         np.testing.assert_array_equal(tail, full[n_vec - MIN_VECS:])
         results[path] = full
-    for path in GEMM_PATHS[1:]:   # vpdpbusd (VEX, EVEX) and vpmaddubsw: the same integers, the same float chain
-        np.testing.assert_array_equal(results[path], results[GEMM_PATHS[0]])
+    for path in PATHS[wt][1:]:   # vpdpbusd (VEX, EVEX) and vpmaddubsw: the same integers, the same float chain
+        np.testing.assert_array_equal(results[path], results[PATHS[wt][0]])
 
 
 @pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
@@ -89,7 +93,7 @@ def test_rows_gemm_off_gives_back_the_exact_tile(wt):
     raw = matrix(rng, wt, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    for path in GEMM_PATHS:
+    for path in PATHS[wt]:
         alone = np.stack([nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
         np.testing.assert_array_equal(with_rows_gemm(0, lambda: nk.matmul(raw, wt, rows, cols, x, path)), alone)
         gemm = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
@@ -107,7 +111,7 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
     raw = matrix(rng, wt, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    for path in GEMM_PATHS:
+    for path in PATHS[wt]:
         xq = nk.quantize_act(x, wt, path)
         y = np.full((n_vec, y_stride), np.nan, np.float32)
         with_rows_gemm(1, lambda: _core.matmul(int(wt), raw, row_nbytes(wt, cols), cols, xq, xq.shape[1], n_vec, y,
@@ -116,7 +120,7 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
         assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
 
 
-@pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("wt", (T.Q4_0, T.Q5_0), ids=lambda t: t.name)   # the _1 types have no AVX-512 GEMM
 @pytest.mark.parametrize("rows, cols, n_vec", [(37, 896, 33), (16, 1056, 64), (130, 4896, 47), (17, 96, 129)])
 def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_vec):
     """On the AVX-512 path the GEMM holds 16 rows per zmm panel where _core.wide_tiles, else 8 per ymm: the same
@@ -130,10 +134,10 @@ def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_
         for wide in (0, 1):
             _core.wide_tiles(wide)
             out[wide] = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, "avx512")) \
-                if "avx512" in GEMM_PATHS else wide
+                if "avx512" in PATHS[wt] else wide
     finally:
         _core.wide_tiles(before)
-    if "avx512" in GEMM_PATHS:
+    if "avx512" in PATHS[wt]:
         np.testing.assert_array_equal(out[1], out[0])
         exact, magnitude = twin(raw, wt, rows, cols, x)
         assert np.all(np.abs(out[1] - exact) <= RTOL * magnitude)
@@ -153,7 +157,7 @@ def test_the_gemm_on_real_q5_0_weights(qwen_q4km_path):
         x = rng.standard_normal((40, cols)).astype(np.float32)
         x[:, rng.integers(0, cols, 3)] *= 50.0
         exact, magnitude = twin(raw, T.Q5_0, rows, cols, x)
-        results = [with_rows_gemm(1, lambda: nk.matmul(raw, T.Q5_0, rows, cols, x, path)) for path in GEMM_PATHS]
-        for path, got in zip(GEMM_PATHS, results):
+        results = [with_rows_gemm(1, lambda: nk.matmul(raw, T.Q5_0, rows, cols, x, path)) for path in X86]
+        for path, got in zip(X86, results):
             assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{name} on {path}"
             np.testing.assert_array_equal(got, results[0])
