@@ -3,69 +3,54 @@
  * perf-log 29) or by xor + sub (rows_gemm 2: 1.07x there; 2 of its 5 instructions on the multiply pipes where Zen 4
  * runs xor / sub / add beside them, perf-log 20, so cpu_decisions.py measures it on the next AMD CPU); Q4_0's and
  * Q5_0's unsigned quants need neither. */
-#include "vec_dot.h"
+#include "gemm_i8_rows_slot.h"
 
 #if OW_X86_KERNELS
 #define GI_TARGET __attribute__((target("avx2,fma,f16c")))
 #define GI_VNNI 0
-#define GI_MASK 0
+
 #define GI_TYPE 0
 #define GI_SUFFIX q8_0_avx2
 #define GI_NAME vec_dot_q8_0_q8_0_rows_avx2
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
-#define GI_VNNI 0
-#define GI_MASK 1
 #define GI_TYPE 0
+#define GI_MASK 1
 #define GI_SUFFIX q8_0_avx2_mask
 #define GI_NAME vec_dot_q8_0_q8_0_rows_avx2_mask
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
-#define GI_VNNI 0
-#define GI_MASK 0
 #define GI_TYPE 1
 #define GI_SUFFIX q4_0_avx2
 #define GI_NAME vec_dot_q4_0_q8_0_rows_avx2
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
-#define GI_VNNI 0
-#define GI_MASK 0
 #define GI_TYPE 2
 #define GI_SUFFIX q5_0_avx2
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx2
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
-#define GI_VNNI 0
-#define GI_MASK 0
 #define GI_TYPE 3
 #define GI_SUFFIX q4_1_avx2
 #define GI_NAME vec_dot_q4_1_q8_1_rows_avx2
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c")))
-#define GI_VNNI 0
-#define GI_MASK 0
 #define GI_TYPE 4
 #define GI_SUFFIX q5_1_avx2
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2
 #include "gemm_i8_rows.inc"
 
-/* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while
- * float_gemm and rows_gemm are on, else the exact tile (which sends one vector to the decode kernel) */
-#define GI_SLOT(t, a)                                                                                                \
-    __attribute__((target("avx2,fma,f16c"))) void vec_dot_##t##_##a##_gemm_avx2(OW_TILE_ARGS) {                      \
-        if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX2))                   \
-            vec_dot_##t##_##a##_rows_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                 \
-        else                                                                                                         \
-            vec_dot_##t##_##a##_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                 \
-    }
-GI_SLOT(q4_0, q8_0)
-GI_SLOT(q5_0, q8_0)
-GI_SLOT(q4_1, q8_1)
-GI_SLOT(q5_1, q8_1)
-#undef GI_SLOT
+/* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
+#define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2
+#define GI_SLOT_OF(t, a) \
+    GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_##t##_##a##_gemm_avx2, GI_ROWS_OF(t, a), \
+            vec_dot_##t##_##a##_tile_avx2)
+GI_SLOT_OF(q4_0, q8_0)
+GI_SLOT_OF(q5_0, q8_0)
+GI_SLOT_OF(q4_1, q8_1)
+GI_SLOT_OF(q5_1, q8_1)
+#undef GI_SLOT_OF
+#undef GI_ROWS_OF
+#undef GI_TARGET
+#undef GI_VNNI
 #endif

@@ -2,55 +2,44 @@
  * in their file layout (Q8_0 goes to R16 there): the EVEX vpdpbusd, on zmm registers with 16 rows per panel where
  * 512-bit integer work runs at full width (ow_wide_tiles: Intel with AMX, perf-log 24), else on ymm registers with
  * 8, as the AVX-VNNI kernels (Zen 4 splits 512-bit work in two; perf-log entries 19, 29). */
-#include "vec_dot.h"
+#include "gemm_i8_rows_slot.h"
 
 #if OW_X86_KERNELS
 #define GI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define GI_VNNI 2
-#define GI_MASK 0
+
 #define GI_TYPE 1
 #define GI_SUFFIX q4_0_avx512
 #define GI_NAME vec_dot_q4_0_q8_0_rows_avx512
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define GI_VNNI 2
-#define GI_MASK 0
 #define GI_TYPE 2
 #define GI_SUFFIX q5_0_avx512
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx512
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define GI_VNNI 2
-#define GI_WIDE 1
-#define GI_MASK 0
 #define GI_TYPE 1
+#define GI_WIDE 1
 #define GI_SUFFIX q4_0_avx512_wide
 #define GI_NAME vec_dot_q4_0_q8_0_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define GI_VNNI 2
-#define GI_WIDE 1
-#define GI_MASK 0
 #define GI_TYPE 2
+#define GI_WIDE 1
 #define GI_SUFFIX q5_0_avx512_wide
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
-/* the Q4_0 / Q5_0 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while float_gemm
- * and rows_gemm are on, else the exact tile (vec_dot_tile_avx512.c) */
-#define GI_SLOT(t, a)                                                                                                \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))                                    \
-    void vec_dot_##t##_##a##_gemm_avx512(OW_TILE_ARGS) {                                                             \
-        if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX512))                 \
-            (ow_wide_tiles() ? vec_dot_##t##_##a##_rows_avx512_wide : vec_dot_##t##_##a##_rows_avx512)(              \
-                n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                                           \
-        else                                                                                                         \
-            vec_dot_##t##_##a##_tile_avx512(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);               \
-    }
-GI_SLOT(q4_0, q8_0)
-GI_SLOT(q5_0, q8_0)
-#undef GI_SLOT
+/* the Q4_0 / Q5_0 tile slots of this path (gemm_i8_rows_slot.h; its exact tiles: vec_dot_tile_avx512.c) */
+#define GI_ROWS_OF(t, a) \
+    (ow_wide_tiles() ? vec_dot_##t##_##a##_rows_avx512_wide : vec_dot_##t##_##a##_rows_avx512)
+#define GI_SLOT_OF(t, a) \
+    GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_##t##_##a##_gemm_avx512, GI_ROWS_OF(t, a), \
+            vec_dot_##t##_##a##_tile_avx512)
+GI_SLOT_OF(q4_0, q8_0)
+GI_SLOT_OF(q5_0, q8_0)
+#undef GI_SLOT_OF
+#undef GI_ROWS_OF
+#undef GI_TARGET
+#undef GI_VNNI
 #endif

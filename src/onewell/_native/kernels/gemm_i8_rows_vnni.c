@@ -1,61 +1,48 @@
 /* The AVX-VNNI path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc) for Q8_0, Q4_0 and Q5_0 weights:
  * vpdpbusd, 32 products of 8 rows per instruction. Intel client CPUs since Alder Lake (and their E-core servers),
  * AMD Zen 5. */
-#include "vec_dot.h"
+#include "gemm_i8_rows_slot.h"
 
 #if OW_X86_KERNELS
 #define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define GI_VNNI 1
-#define GI_MASK 0
+
 #define GI_TYPE 0
 #define GI_SUFFIX q8_0_avx2_vnni
 #define GI_NAME vec_dot_q8_0_q8_0_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define GI_VNNI 1
-#define GI_MASK 0
 #define GI_TYPE 1
 #define GI_SUFFIX q4_0_avx2_vnni
 #define GI_NAME vec_dot_q4_0_q8_0_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define GI_VNNI 1
-#define GI_MASK 0
 #define GI_TYPE 2
 #define GI_SUFFIX q5_0_avx2_vnni
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define GI_VNNI 1
-#define GI_MASK 0
 #define GI_TYPE 3
 #define GI_SUFFIX q4_1_avx2_vnni
 #define GI_NAME vec_dot_q4_1_q8_1_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-#define GI_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
-#define GI_VNNI 1
-#define GI_MASK 0
 #define GI_TYPE 4
 #define GI_SUFFIX q5_1_avx2_vnni
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-/* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path: the int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while
- * float_gemm and rows_gemm are on, else the exact tile (which sends one vector to the decode kernel) */
-#define GI_SLOT(t, a)                                                                                                \
-    __attribute__((target("avx2,fma,f16c,avxvnni"))) void vec_dot_##t##_##a##_gemm_avx2_vnni(OW_TILE_ARGS) {         \
-        if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI))              \
-            vec_dot_##t##_##a##_rows_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);            \
-        else                                                                                                         \
-            vec_dot_##t##_##a##_tile_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);            \
-    }
-GI_SLOT(q4_0, q8_0)
-GI_SLOT(q5_0, q8_0)
-GI_SLOT(q4_1, q8_1)
-GI_SLOT(q5_1, q8_1)
-#undef GI_SLOT
+/* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
+#define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2_vnni
+#define GI_SLOT_OF(t, a) \
+    GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_##t##_##a##_gemm_avx2_vnni, GI_ROWS_OF(t, a), \
+            vec_dot_##t##_##a##_tile_avx2_vnni)
+GI_SLOT_OF(q4_0, q8_0)
+GI_SLOT_OF(q5_0, q8_0)
+GI_SLOT_OF(q4_1, q8_1)
+GI_SLOT_OF(q5_1, q8_1)
+#undef GI_SLOT_OF
+#undef GI_ROWS_OF
+#undef GI_TARGET
+#undef GI_VNNI
 #endif

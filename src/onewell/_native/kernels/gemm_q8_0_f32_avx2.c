@@ -26,9 +26,10 @@
 TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS) {
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm())
         vec_dot_q8_0_q8_0_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2) == 2)
+        vec_dot_q8_0_q8_0_rows_avx2_mask(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2))
-        (ow_rows_gemm(OW_ROWS_GEMM_AVX2) == 2 ? vec_dot_q8_0_q8_0_rows_avx2_mask : vec_dot_q8_0_q8_0_rows_avx2)(
-            n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+        vec_dot_q8_0_q8_0_rows_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else
         gf_gemm(q8_0_vectors, q8_0_panel_part, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
 }
