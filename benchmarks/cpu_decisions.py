@@ -63,18 +63,18 @@ def decisions() -> list[Decision]:
                  ((QWEN_Q8_0, "pp128"),),
                  ({"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": overlap},
                   {"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": 1 - overlap})),
-        Decision("rows_gemm", "the AVX2 path's Q8_0 / Q4_0 / Q5_0 GEMMs in int8 with 8 rows in the vector lanes, "
+        Decision("rows_gemm", "the AVX2 path's Q8_0 / Q4_0 / Q5_0 / K-quant GEMMs in int8 with 8 rows in the vector lanes, "
                  "Q8_0's signs by vpsignb (1) or xor + sub (2), else Q8_0 in floats and the others through their "
-                 "exact tiles (0) (ow_default_rows_gemm; perf-log 29)", ("avx2",),
+                 "exact tiles (0) (ow_default_rows_gemm; perf-log 29, 30)", ("avx2",),
                  ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
                  tuple({"float_gemm": 1, "rows_gemm": m} for m in (rows_avx2,) + others(rows_avx2, (0, 1, 2)))),
-        Decision("rows_gemm_vnni", "the AVX-VNNI path's Q8_0 / Q4_0 / Q5_0 GEMMs in int8 with 8 rows in the vector "
+        Decision("rows_gemm_vnni", "the AVX-VNNI path's Q8_0 / Q4_0 / Q5_0 / K-quant GEMMs in int8 with 8 rows in the vector "
                  "lanes (1), else Q8_0 in floats and the others through their exact tiles (0) (ow_default_rows_gemm; "
-                 "perf-log 29)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
+                 "perf-log 29, 30)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
                  ({"float_gemm": 1, "rows_gemm": rows}, {"float_gemm": 1, "rows_gemm": 1 - rows})),
-        Decision("rows_gemm_avx512", "the AVX-512 path's Q4_0 / Q5_0 GEMMs in int8 with rows in the lanes (zmm, 16 "
+        Decision("rows_gemm_avx512", "the AVX-512 path's Q4_0 / Q5_0 / K-quant GEMMs in int8 with rows in the lanes (zmm, 16 "
                  "rows, where wide_tiles; else ymm, 8) (1), else their exact tiles (0) (ow_default_rows_gemm; perf-log "
-                 "29)",
+                 "29, 30)",
                  ("avx512",), ((QWEN_Q4_K_M, "pp128"),),
                  ({"float_gemm": 1, "rows_gemm": rows_avx512}, {"float_gemm": 1, "rows_gemm": 1 - rows_avx512})),
         Decision("r16_act_bytes", "activation budget per vector block of the AVX-512 R16 prefill tiles "

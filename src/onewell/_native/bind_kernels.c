@@ -441,7 +441,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"float_gemm", py_float_gemm, METH_VARARGS,
      "float_gemm(0, 1 or -1) -> previous setting: prefill as a float GEMM from 32 vectors where a slot has one (Q8_0, F16, BF16 on the AVX2 paths; F16, BF16 on AVX-512) (1) or through the exact tiles (0)"},
     {"rows_gemm", py_rows_gemm, METH_VARARGS,
-     "rows_gemm(0, 1, 2, -1 or -2) -> previous setting (-2: unset, each path's default; -1 reads, -2 unsets): the Q8_0 GEMM of the AVX2 paths (float_gemm on, 32+ vectors) in int8 with 8 rows in the vector lanes (1; 2: AVX2's signs by xor + sub) or in floats (0)"},
+     "rows_gemm(0, 1, 2, -1 or -2) -> previous setting (-2: unset, each path's default; -1 reads, -2 unsets): prefill batches of 32+ vectors (float_gemm on) in int8 GEMMs with the weight rows in the vector lanes (1; 2: AVX2's Q8_0 signs by xor + sub): Q8_0 on the AVX2 paths, Q4_0 / Q5_0 and the K-quants on every x86 path, Q4_1 / Q5_1 on the AVX2 paths; else Q8_0 as a float GEMM and the others through their exact tiles (0)"},
     {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,
      "r16_act_bytes(bytes, -1 or -2) -> previous activation budget per vector block of the AVX-512 R16 prefill tiles (0 = one block; -1 reads, -2 returns to the default)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,

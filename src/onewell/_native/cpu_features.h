@@ -50,8 +50,9 @@ int ow_default_float_gemm(const ow_cpu_features *f);
  * turn, as before. Same floats either way. */
 int ow_default_gemm_overlap(const ow_cpu_features *f);
 /* 1 where a Q8_0 GEMM of the AVX2 paths is faster in int8 with 8 rows in the lanes than in floats (2: on the AVX2
- * path, the weights' signs by xor + sub). Measured on an Intel Xeon with AMX, whose cores are Alder Lake's P-cores
- * (perf-log entry 29): AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x). Not yet on AMD, where the
+ * path, the weights' signs by xor + sub), and the other 32-element types and the K-quants than their tiles.
+ * Measured on an Intel Xeon with AMX, whose cores are Alder Lake's P-cores (perf-log entries 29, 30): Q8_0 on
+ * AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x); Qwen Q4_K_M's K-quants 1.07-1.35x. Not yet on AMD, where the
  * integer multiplies share the FMA pipes as there (entry 20): 1 until measured (cpu_decisions.py, rows_gemm). */
 int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* (matvec.h) */
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|

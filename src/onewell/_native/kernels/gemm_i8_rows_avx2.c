@@ -1,4 +1,5 @@
-/* The AVX2 path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc): vpmaddubsw + vpmaddwd. Q8_0's signed
+/* The AVX2 path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc; the K-quants: gemm_k_rows.inc):
+ * vpmaddubsw + vpmaddwd. Q8_0's signed
  * weights put their signs on the activations by vpsignb (rows_gemm 1: 1.17x the float GEMM on an Intel Xeon,
  * perf-log 29) or by xor + sub (rows_gemm 2: 1.07x there; 2 of its 5 instructions on the multiply pipes where Zen 4
  * runs xor / sub / add beside them, perf-log 20, so cpu_decisions.py measures it on the next AMD CPU); Q4_0's and
@@ -40,6 +41,22 @@
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2
 #include "gemm_i8_rows.inc"
 
+/* the K-quants (gemm_k_rows.inc) */
+#define GK_TYPE 0
+#define GI_SUFFIX q4_K_avx2
+#define GI_NAME vec_dot_q4_K_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 1
+#define GI_SUFFIX q5_K_avx2
+#define GI_NAME vec_dot_q5_K_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 2
+#define GI_SUFFIX q6_K_avx2
+#define GI_NAME vec_dot_q6_K_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
 /* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
 #define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2
 #define GI_SLOT_OF(t, a) \
@@ -49,6 +66,13 @@ GI_SLOT_OF(q4_0, q8_0)
 GI_SLOT_OF(q5_0, q8_0)
 GI_SLOT_OF(q4_1, q8_1)
 GI_SLOT_OF(q5_1, q8_1)
+GI_SLOT_OF(q4_K, q8_K)
+GI_SLOT_OF(q6_K, q8_K)
+/* Q5_K has no AVX2 tile: below the GEMM its decode kernel, once per vector */
+static GI_TARGET void q5_K_by_decode_avx2(OW_TILE_ARGS) {
+    ta_by_decode_kernel(vec_dot_q5_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q5_K_q8_K_gemm_avx2, vec_dot_q5_K_q8_K_rows_avx2, q5_K_by_decode_avx2)
 #undef GI_SLOT_OF
 #undef GI_ROWS_OF
 #undef GI_TARGET

@@ -1,5 +1,5 @@
-/* The AVX-VNNI path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc) for Q8_0, Q4_0 and Q5_0 weights:
- * vpdpbusd, 32 products of 8 rows per instruction. Intel client CPUs since Alder Lake (and their E-core servers),
+/* The AVX-VNNI path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1;
+ * gemm_k_rows.inc: Q4_K, Q5_K, Q6_K): vpdpbusd, 32 products of 8 rows per instruction. Intel client CPUs since Alder Lake (and their E-core servers),
  * AMD Zen 5. */
 #include "gemm_i8_rows_slot.h"
 
@@ -32,6 +32,22 @@
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
+/* the K-quants (gemm_k_rows.inc) */
+#define GK_TYPE 0
+#define GI_SUFFIX q4_K_avx2_vnni
+#define GI_NAME vec_dot_q4_K_q8_K_rows_avx2_vnni
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 1
+#define GI_SUFFIX q5_K_avx2_vnni
+#define GI_NAME vec_dot_q5_K_q8_K_rows_avx2_vnni
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 2
+#define GI_SUFFIX q6_K_avx2_vnni
+#define GI_NAME vec_dot_q6_K_q8_K_rows_avx2_vnni
+#include "gemm_k_rows.inc"
+
 /* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
 #define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2_vnni
 #define GI_SLOT_OF(t, a) \
@@ -42,6 +58,17 @@ GI_SLOT_OF(q5_0, q8_0)
 GI_SLOT_OF(q4_1, q8_1)
 GI_SLOT_OF(q5_1, q8_1)
 #undef GI_SLOT_OF
+/* the K-quants: below the GEMM the AVX2 tiles (VNNI has no step for their sub-block scales), Q5_K its decode
+ * kernel */
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q4_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q4_K, q8_K),
+        vec_dot_q4_K_q8_K_tile_avx2)
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q6_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q6_K, q8_K),
+        vec_dot_q6_K_q8_K_tile_avx2)
+static GI_TARGET void q5_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
+    ta_by_decode_kernel(vec_dot_q5_K_q8_K_avx2_vnni, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q5_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q5_K, q8_K),
+        q5_K_by_decode_avx2_vnni)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI

@@ -141,9 +141,9 @@ int ow_float_gemm(void);
 void ow_set_gemm_overlap(int on);
 int ow_gemm_overlap(void);
 /* Whether prefill batches of OW_FLOAT_GEMM_MIN_VECS+ vectors run the int8 GEMM with 8 rows in the lanes
- * (gemm_i8_rows.inc; 1, or 2: on the AVX2 path Q8_0's signs by xor + sub instead of vpsignb) instead of the float
- * GEMM (Q8_0) or the exact tiles (Q4_0, Q5_0) (0): on every path once set, else this CPU's ow_default_rows_gemm
- * for the path (docs/perf-log.md, entry 29). The int8 variants give the same floats; they and the float GEMM
+ * (gemm_i8_rows.inc, gemm_k_rows.inc; 1, or 2: on the AVX2 path Q8_0's signs by xor + sub instead of vpsignb)
+ * instead of the float GEMM (Q8_0) or the exact tiles (the other 32-element types, the K-quants) (0): on every path
+ * once set, else this CPU's ow_default_rows_gemm for the path (docs/perf-log.md, entries 29, 30). The int8 variants give the same floats; they and the float GEMM
  * round differently from the tiles. */
 #define OW_ROWS_GEMM_AVX2 0
 #define OW_ROWS_GEMM_AVX2_VNNI 1
