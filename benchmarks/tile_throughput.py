@@ -4,13 +4,18 @@ A prefill step multiplies each weight matrix by a batch of activation vectors (t
 its speed is arithmetic, not bandwidth: this times one matmul of each weight type of MODEL against N_VEC random
 vectors (activation quantization excluded) and prints GMAC/s, MACs per cycle at --ghz and cycles per 32
 elements per vector. Where the type has a tile kernel it runs that; else the decode dot once per vector.
+--variants takes knob settings (JSON objects of _core switches: rows_gemm, wide_tiles, float_gemm, ...), timed in
+turn within each repetition, each printed with its median time's ratio to the first variant's.
     python benchmarks/tile_throughput.py [MODEL] [--n-vec 64] [--paths avx2] [--reps 5] [--ghz 2.95]
+    python benchmarks/tile_throughput.py --types Q4_K,Q6_K --n-vec 128 --variants '{"rows_gemm": 0}' '{"rows_gemm": 1}'
 """
 import argparse
+import json
 import statistics
 
 import numpy as np
 
+from onewell._native import _core
 from onewell.gguf import GGUFReader
 from onewell.hub import ensure_model
 from onewell.runtime.native_kernels import available_paths, matmul_bench
@@ -24,6 +29,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--ghz", type=float, default=2.95, help="core clock, only to print MACs per cycle")
     ap.add_argument("--types", default="", help="comma-separated type names to time (default: all)")
+    ap.add_argument("--variants", nargs="+", type=json.loads, default=[{}],
+                    help="knob settings to time in turn, e.g. '{\"rows_gemm\": 0}' (default: as they are)")
     args = ap.parse_args()
     reader = GGUFReader(ensure_model(args.model))
     by_key = {}   # (type, cols) -> the largest such tensor
@@ -43,13 +50,24 @@ def main() -> None:
         raw = reader.tensor_data(t.name)
         macs = rows * cols * args.n_vec
         for path in args.paths.split(","):
-            matmul_bench(raw, wt, rows, cols, x, 1, isa=path)   # warm-up
-            times = [matmul_bench(raw, wt, rows, cols, x, 1, isa=path) for _ in range(args.reps)]
-            med = statistics.median(times)
-            gmac = macs / med / 1e9
-            print(f"{t.name:26} {wt.name:6} {cols:5} {rows:6} {path:10} {gmac:7.2f} {gmac / args.ghz:7.2f} "
-                  f"{32 * args.ghz / gmac:10.2f} {100 * (max(times) - min(times)) / med:5.0f}%")
-
+            times = {i: [] for i in range(len(args.variants))}
+            for rep in range(args.reps + 1):   # the first round warms up
+                for i, variant in enumerate(args.variants):
+                    before = {k: getattr(_core, k)(v) for k, v in variant.items()}
+                    try:
+                        t_run = matmul_bench(raw, wt, rows, cols, x, 1, isa=path)
+                    finally:
+                        for k, v in before.items():
+                            getattr(_core, k)(v)
+                    if rep:
+                        times[i].append(t_run)
+            first = statistics.median(times[0])
+            for i, variant in enumerate(args.variants):
+                med = statistics.median(times[i])
+                gmac = macs / med / 1e9
+                label = f" {json.dumps(variant)} x{first / med:.3f}" if len(args.variants) > 1 else ""
+                print(f"{t.name:26} {wt.name:6} {cols:5} {rows:6} {path:10} {gmac:7.2f} {gmac / args.ghz:7.2f} "
+                      f"{32 * args.ghz / gmac:10.2f} {100 * (max(times[i]) - min(times[i])) / med:5.0f}%{label}")
 
 if __name__ == "__main__":
     main()

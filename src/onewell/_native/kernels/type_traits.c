@@ -13,8 +13,6 @@
 #if OW_X86_KERNELS
 #define OW_AVX2(fn) OW_SLOT(OW_KPATH_AVX2, fn)
 #define OW_AVX2_VNNI(fn) OW_SLOT(OW_KPATH_AVX2_VNNI, fn)
-#define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {fn, #fn, 1}   /* an any_rows tile */
-#define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1}
 /* an any_rows tile that runs a GEMM (float, or int8 with its own block sums: not the tile's bits) from
  * OW_FLOAT_GEMM_MIN_VECS vectors on */
 #define OW_AVX2_FLOAT_GEMM(fn) [OW_KPATH_AVX2] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
@@ -24,8 +22,6 @@
 #define OW_AVX512_FLOAT_GEMM(fn) [OW_KPATH_AVX512] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #else
 #define OW_AVX2(fn) [OW_KPATH_AVX2] = {0}
-#define OW_AVX2_ANY_ROWS(fn) [OW_KPATH_AVX2] = {0}
-#define OW_AVX2_VNNI_ANY_ROWS(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX2_FLOAT_GEMM(fn) [OW_KPATH_AVX2] = {0}
 #define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
@@ -42,10 +38,6 @@
 #endif
 /* the aarch64 dot kernels: one source (vec_dot_neon.inc) built for plain NEON and for NEON + dotprod */
 #define OW_NEON_DOTS(name) OW_NEON(vec_dot_##name##_neon), OW_NEON_DOTPROD(vec_dot_##name##_neon_dotprod)
-
-/* An AVX2 tile in the AVX2 and the AVX2 + AVX-VNNI slots: a path's own dot kernel would otherwise shadow the tile
- * of the path it falls back to (ow_type_kernel takes the first slot found) */
-#define OW_AVX2_TILES(fn) OW_AVX2_ANY_ROWS(fn), OW_AVX2_VNNI_ANY_ROWS(fn)
 
 /* the common pattern of the x86 dot kernels: one source built for AVX2, AVX2 + AVX-VNNI and (as a 256-bit kernel
  * with EVEX VNNI, suffix _avx512_256, or a 512-bit one, suffix _avx512) AVX-512 */
