@@ -1,13 +1,14 @@
-"""Q4_K, Q5_K and Q6_K prefill on the x86 paths (AVX2: vpmaddubsw + vpmaddwd by the scales, AVX-VNNI, AVX-512 with
+"""Q4_K, Q5_K, Q6_K, Q2_K and Q3_K prefill on the x86 paths (AVX2: vpmaddubsw + vpmaddwd by the scales, AVX-VNNI, AVX-512 with
 the EVEX vpdpbusd on ymm or zmm panels) as an int8 GEMM with the weight rows in the vector lanes
-(kernels/gemm_k_rows.inc; docs/perf-log.md, entry 30) against the numpy twin and the exact tiles.
+(kernels/gemm_k_rows.inc; docs/perf-log.md, entries 30, 31) against the numpy twin and the exact tiles.
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, while _core.float_gemm and _core.rows_gemm are on, each (row, vector,
 super-block) has its exact integer sums (the sub-blocks' sums times their scales; Q4_K / Q5_K's mins times the
-activations' sub-block sums; Q6_K seeded by -32 x its scales times them), then one float chain per (row, vector):
+activations' sub-block sums, Q2_K's too; Q6_K / Q3_K seeded by -32 / -4 x their scales times them), then one float chain per (row, vector):
 the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result does not depend on its batch, and
-every path and panel width gives the same floats. With rows_gemm off the slot runs the exact tile again (Q5_K,
-which has no AVX2 tile: its decode kernel), every vector bit for bit its one-vector result. Shapes around the 8- and
+every path and panel width gives the same floats. With rows_gemm off the slot runs the exact tile again (Q5_K on
+the AVX2 paths, Q2_K and Q3_K everywhere, which have no tile: the decode kernel), every vector bit for bit its
+one-vector result. Real data: Qwen's Q4_K / Q6_K matrices, and ggml's own encoding of real weights in every type. Shapes around the 8- and
 16-row panels, the 4-, 6- and 8-vector micro-kernels, the 4- and 8-super-block passes and the 128-vector group.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import DATA
 from onewell._native import _core
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.runtime import native_kernels as nk
@@ -23,12 +25,12 @@ from real_weights import real_rows
 from test_native_kernels import twin_product
 
 T = GGMLType
-TYPES = (T.Q4_K, T.Q5_K, T.Q6_K)
+TYPES = (T.Q4_K, T.Q5_K, T.Q6_K, T.Q2_K, T.Q3_K)
 X86 = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
 MIN_VECS = 32
 RTOL = 1e-5
-# where each type's fp16 scales sit in its block: d and dmin first (Q4_K, Q5_K), d last (Q6_K)
-SCALE_AT = {T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}
+# where each type's fp16 scales sit in its block: d and dmin first (Q4_K, Q5_K), last (Q6_K, Q2_K, Q3_K)
+SCALE_AT = {T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,), T.Q2_K: (80, 82), T.Q3_K: (108,)}
 pytestmark = pytest.mark.usefixtures("float_gemm_on")
 
 
@@ -106,6 +108,8 @@ def test_the_largest_sums_stay_exact(wt, sign):
         blocks[:, at:at + 2] = np.array([0.01], "<f2").view(np.uint8)
     if wt == T.Q6_K:   # its int8 scales at -128, the other extreme of the seed
         blocks[:, 192:208] = 0x80
+    if wt == T.Q3_K:   # its 6-bit scales at 0 - 32, the other extreme of its seed
+        blocks[:, 96:108] = 0
     raw = blocks.reshape(-1)
     x = np.full((n_vec, cols), sign, np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
@@ -166,3 +170,21 @@ def test_the_gemm_on_real_k_quant_weights(qwen_q4km_path, wt):
         for (path, wide), got in results.items():
             assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{name} on {path} {wide}"
             np.testing.assert_array_equal(got, first)
+
+
+@pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
+def test_the_gemm_on_ggml_encoded_real_weights(wt):
+    """Real weights (SmolLM2's blk.0.ffn_down, 8 x 1536) as llama.cpp 11434's quantizer wrote them in each type
+    (tests/data/ggml_codecs.npz), against 48 vectors with a few massive channels: the twin bound, the same floats"""
+    record = np.load(DATA / "ggml_codecs.npz")
+    rows, cols = record["input_real"].shape
+    raw = record[f"{wt.name}_real_bytes"]
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((48, cols)).astype(np.float32)
+    x[:, rng.integers(0, cols, 3)] *= 50.0
+    exact, magnitude = twin(raw, wt, rows, cols, x)
+    results = on_paths(raw, wt, rows, cols, x)
+    first = next(iter(results.values()))
+    for (path, wide), got in results.items():
+        assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{wt.name} on {path} {wide}"
+        np.testing.assert_array_equal(got, first)

@@ -2,8 +2,8 @@
  * vpmaddubsw + vpmaddwd. Q8_0's signed
  * weights put their signs on the activations by vpsignb (rows_gemm 1: 1.17x the float GEMM on an Intel Xeon,
  * perf-log 29) or by xor + sub (rows_gemm 2: 1.07x there; 2 of its 5 instructions on the multiply pipes where Zen 4
- * runs xor / sub / add beside them, perf-log 20, so cpu_decisions.py measures it on the next AMD CPU); Q4_0's and
- * Q5_0's unsigned quants need neither. */
+ * runs xor / sub / add beside them, perf-log 20, so cpu_decisions.py measures it on the next AMD CPU); the unsigned
+ * quants of the other types need neither, and their pair sums add in int16 over groups of dwords (perf-log 30). */
 #include "gemm_i8_rows_slot.h"
 
 #if OW_X86_KERNELS
@@ -57,6 +57,16 @@
 #define GI_NAME vec_dot_q6_K_q8_K_rows_avx2
 #include "gemm_k_rows.inc"
 
+#define GK_TYPE 3
+#define GI_SUFFIX q2_K_avx2
+#define GI_NAME vec_dot_q2_K_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 4
+#define GI_SUFFIX q3_K_avx2
+#define GI_NAME vec_dot_q3_K_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
 /* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
 #define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2
 #define GI_SLOT_OF(t, a) \
@@ -73,6 +83,15 @@ static GI_TARGET void q5_K_by_decode_avx2(OW_TILE_ARGS) {
     ta_by_decode_kernel(vec_dot_q5_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
 }
 GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q5_K_q8_K_gemm_avx2, vec_dot_q5_K_q8_K_rows_avx2, q5_K_by_decode_avx2)
+/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one): below the GEMM, that */
+static GI_TARGET void q2_K_by_decode_avx2(OW_TILE_ARGS) {
+    ta_by_decode_kernel(vec_dot_q2_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+static GI_TARGET void q3_K_by_decode_avx2(OW_TILE_ARGS) {
+    ta_by_decode_kernel(vec_dot_q3_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q2_K_q8_K_gemm_avx2, vec_dot_q2_K_q8_K_rows_avx2, q2_K_by_decode_avx2)
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q3_K_q8_K_gemm_avx2, vec_dot_q3_K_q8_K_rows_avx2, q3_K_by_decode_avx2)
 #undef GI_SLOT_OF
 #undef GI_ROWS_OF
 #undef GI_TARGET

@@ -48,6 +48,16 @@
 #define GI_NAME vec_dot_q6_K_q8_K_rows_avx2_vnni
 #include "gemm_k_rows.inc"
 
+#define GK_TYPE 3
+#define GI_SUFFIX q2_K_avx2_vnni
+#define GI_NAME vec_dot_q2_K_q8_K_rows_avx2_vnni
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 4
+#define GI_SUFFIX q3_K_avx2_vnni
+#define GI_NAME vec_dot_q3_K_q8_K_rows_avx2_vnni
+#include "gemm_k_rows.inc"
+
 /* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
 #define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2_vnni
 #define GI_SLOT_OF(t, a) \
@@ -69,6 +79,15 @@ static GI_TARGET void q5_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
 }
 GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q5_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q5_K, q8_K),
         q5_K_by_decode_avx2_vnni)
+/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one): below the GEMM, that */
+static GI_TARGET void q2_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
+    ta_by_decode_kernel(vec_dot_q2_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+static GI_TARGET void q3_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
+    ta_by_decode_kernel(vec_dot_q3_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q2_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q2_K, q8_K), q2_K_by_decode_avx2_vnni)
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q3_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q3_K, q8_K), q3_K_by_decode_avx2_vnni)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI

@@ -128,7 +128,7 @@ void vec_dot_q4_0_q8_0_gemm_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx512(OW_TILE_ARGS);
 /* ... and of the K-quants with Q8_K activations (gemm_k_rows.inc, in the same three files), with their slots: on
  * the AVX2 paths below the GEMM the AVX2 tiles of Q4_K / Q6_K and Q5_K's decode kernel, on AVX-512 its K tiles */
-#define OW_FOR_EACH_K_ROWS(X) X(q4_K) X(q5_K) X(q6_K)
+#define OW_FOR_EACH_K_ROWS(X) X(q4_K) X(q5_K) X(q6_K) X(q2_K) X(q3_K)
 #define OW_DECLARE_K_ROWS(t)                                                                                   \
     void vec_dot_##t##_q8_K_rows_avx2(OW_TILE_ARGS); void vec_dot_##t##_q8_K_rows_avx2_vnni(OW_TILE_ARGS);     \
     void vec_dot_##t##_q8_K_rows_avx512(OW_TILE_ARGS); void vec_dot_##t##_q8_K_rows_avx512_wide(OW_TILE_ARGS); \
