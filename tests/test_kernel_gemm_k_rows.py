@@ -152,39 +152,34 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
         assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
 
 
-@pytest.mark.model
-@pytest.mark.parametrize("wt", (T.Q4_K, T.Q6_K), ids=lambda t: t.name)
-def test_the_gemm_on_real_k_quant_weights(qwen_q4km_path, wt):
-    """Qwen Q4_K_M's ffn_down matrices (Q4_K in half the layers, Q6_K in the others) against 40 vectors with a few
-    massive channels, as Qwen's hidden states have: the twin bound on every path and width, and the same floats"""
-    samples = real_rows(qwen_q4km_path, wt)
-    assert len(samples) >= 12
-    rng = np.random.default_rng(5)
-    for name, cols, raw in samples[::3]:
-        rows = raw.size // row_nbytes(wt, cols)
-        x = rng.standard_normal((40, cols)).astype(np.float32)
-        x[:, rng.integers(0, cols, 3)] *= 50.0
-        exact, magnitude = twin(raw, wt, rows, cols, x)
-        results = on_paths(raw, wt, rows, cols, x)
-        first = next(iter(results.values()))
-        for (path, wide), got in results.items():
-            assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{name} on {path} {wide}"
-            np.testing.assert_array_equal(got, first)
-
-
-@pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
-def test_the_gemm_on_ggml_encoded_real_weights(wt):
-    """Real weights (SmolLM2's blk.0.ffn_down, 8 x 1536) as llama.cpp 11434's quantizer wrote them in each type
-    (tests/data/ggml_codecs.npz), against 48 vectors with a few massive channels: the twin bound, the same floats"""
-    record = np.load(DATA / "ggml_codecs.npz")
-    rows, cols = record["input_real"].shape
-    raw = record[f"{wt.name}_real_bytes"]
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((48, cols)).astype(np.float32)
+def check_hidden_states(raw, wt, rows, cols, rng, n_vec: int, label: str) -> None:
+    """n_vec vectors with a few massive channels, as Qwen's hidden states have: the twin bound on every path and
+    width, and the same floats on each"""
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     x[:, rng.integers(0, cols, 3)] *= 50.0
     exact, magnitude = twin(raw, wt, rows, cols, x)
     results = on_paths(raw, wt, rows, cols, x)
     first = next(iter(results.values()))
     for (path, wide), got in results.items():
-        assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{wt.name} on {path} {wide}"
+        assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{label} on {path} {wide}"
         np.testing.assert_array_equal(got, first)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("wt", (T.Q4_K, T.Q6_K), ids=lambda t: t.name)
+def test_the_gemm_on_real_k_quant_weights(qwen_q4km_path, wt):
+    """Qwen Q4_K_M's ffn_down matrices (Q4_K in half the layers, Q6_K in the others) against 40 vectors"""
+    samples = real_rows(qwen_q4km_path, wt)
+    assert len(samples) >= 12
+    rng = np.random.default_rng(5)
+    for name, cols, raw in samples[::3]:
+        check_hidden_states(raw, wt, raw.size // row_nbytes(wt, cols), cols, rng, 40, name)
+
+
+@pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
+def test_the_gemm_on_ggml_encoded_real_weights(wt):
+    """Real weights (SmolLM2's blk.0.ffn_down, 8 x 1536) as llama.cpp 11434's quantizer wrote them in each type
+    (tests/data/ggml_codecs.npz), against 48 vectors"""
+    record = np.load(DATA / "ggml_codecs.npz")
+    rows, cols = record["input_real"].shape
+    check_hidden_states(record[f"{wt.name}_real_bytes"], wt, rows, cols, np.random.default_rng(6), 48, wt.name)

@@ -78,20 +78,14 @@ GI_SLOT_OF(q4_1, q8_1)
 GI_SLOT_OF(q5_1, q8_1)
 GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
-/* Q5_K has no AVX2 tile: below the GEMM its decode kernel, once per vector */
-static GI_TARGET void q5_K_by_decode_avx2(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q5_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q5_K_q8_K_gemm_avx2, vec_dot_q5_K_q8_K_rows_avx2, q5_K_by_decode_avx2)
-/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one): below the GEMM, that */
-static GI_TARGET void q2_K_by_decode_avx2(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q2_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-static GI_TARGET void q3_K_by_decode_avx2(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q3_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q2_K_q8_K_gemm_avx2, vec_dot_q2_K_q8_K_rows_avx2, q2_K_by_decode_avx2)
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_q3_K_q8_K_gemm_avx2, vec_dot_q3_K_q8_K_rows_avx2, q3_K_by_decode_avx2)
+/* Q5_K has no AVX2 tile, Q2_K and Q3_K none at all (and one decode kernel, AVX2's, on every x86 path) */
+#define GI_DECODE_SLOT_OF(t) \
+    GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_##t##_q8_K_gemm_avx2, vec_dot_##t##_q8_K_rows_avx2, \
+                   vec_dot_##t##_q8_K_avx2)
+GI_DECODE_SLOT_OF(q5_K)
+GI_DECODE_SLOT_OF(q2_K)
+GI_DECODE_SLOT_OF(q3_K)
+#undef GI_DECODE_SLOT_OF
 #undef GI_SLOT_OF
 #undef GI_ROWS_OF
 #undef GI_TARGET

@@ -98,15 +98,11 @@ GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q5_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
 #undef GI_SLOT_OF
-/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one): below the GEMM, that */
-static GI_TARGET void q2_K_by_decode_avx512(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q2_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-static GI_TARGET void q3_K_by_decode_avx512(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q3_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q2_K_q8_K_gemm_avx512, GI_ROWS_OF(q2_K, q8_K), q2_K_by_decode_avx512)
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q3_K_q8_K_gemm_avx512, GI_ROWS_OF(q3_K, q8_K), q3_K_by_decode_avx512)
+/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one) */
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q2_K_q8_K_gemm_avx512, GI_ROWS_OF(q2_K, q8_K),
+               vec_dot_q2_K_q8_K_avx2)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q3_K_q8_K_gemm_avx512, GI_ROWS_OF(q3_K, q8_K),
+               vec_dot_q3_K_q8_K_avx2)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI

@@ -15,4 +15,11 @@
             TILE(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                                         \
     }
 
+/* ... for a type without a tile on the path: below the GEMM, DOT (its decode kernel) once per vector */
+#define GI_DECODE_SLOT(TARGET, PATH, NAME, ROWS, DOT)                                                               \
+    static TARGET void NAME##_by_decode(OW_TILE_ARGS) {                                                             \
+        ta_by_decode_kernel(DOT, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);                         \
+    }                                                                                                               \
+    GI_SLOT(TARGET, PATH, NAME, ROWS, NAME##_by_decode)
+
 #endif

@@ -74,20 +74,13 @@ GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q4_K_q8_K_gemm_avx2_vnni, GI_
         vec_dot_q4_K_q8_K_tile_avx2)
 GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q6_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q6_K, q8_K),
         vec_dot_q6_K_q8_K_tile_avx2)
-static GI_TARGET void q5_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q5_K_q8_K_avx2_vnni, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q5_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q5_K, q8_K),
-        q5_K_by_decode_avx2_vnni)
-/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one): below the GEMM, that */
-static GI_TARGET void q2_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q2_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-static GI_TARGET void q3_K_by_decode_avx2_vnni(OW_TILE_ARGS) {
-    ta_by_decode_kernel(vec_dot_q3_K_q8_K_avx2, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-}
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q2_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q2_K, q8_K), q2_K_by_decode_avx2_vnni)
-GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q3_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q3_K, q8_K), q3_K_by_decode_avx2_vnni)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q5_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q5_K, q8_K),
+               vec_dot_q5_K_q8_K_avx2_vnni)
+/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one) */
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q2_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q2_K, q8_K),
+               vec_dot_q2_K_q8_K_avx2)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q3_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q3_K, q8_K),
+               vec_dot_q3_K_q8_K_avx2)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI
