@@ -41,31 +41,9 @@
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2
 #include "gemm_i8_rows.inc"
 
-/* the K-quants (gemm_k_rows.inc) */
-#define GK_TYPE 0
-#define GI_SUFFIX q4_K_avx2
-#define GI_NAME vec_dot_q4_K_q8_K_rows_avx2
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 1
-#define GI_SUFFIX q5_K_avx2
-#define GI_NAME vec_dot_q5_K_q8_K_rows_avx2
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 2
-#define GI_SUFFIX q6_K_avx2
-#define GI_NAME vec_dot_q6_K_q8_K_rows_avx2
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 3
-#define GI_SUFFIX q2_K_avx2
-#define GI_NAME vec_dot_q2_K_q8_K_rows_avx2
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 4
-#define GI_SUFFIX q3_K_avx2
-#define GI_NAME vec_dot_q3_K_q8_K_rows_avx2
-#include "gemm_k_rows.inc"
+/* the K-quants (gemm_k_rows_types.inc) */
+#define GK_VARIANT avx2
+#include "gemm_k_rows_types.inc"
 
 /* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
 #define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2

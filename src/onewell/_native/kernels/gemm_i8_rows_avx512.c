@@ -1,6 +1,6 @@
 /* The AVX-512 path's int8 GEMMs with rows in the lanes for Q4_0 and Q5_0 (gemm_i8_rows.inc), which that path reads
- * in their file layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX vpdpbusd, on zmm registers with 16 rows per panel where
- * 512-bit integer work runs at full width (ow_wide_tiles: Intel with AMX, perf-log 24), else on ymm registers with
+ * in their file layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX vpdpbusd, on zmm
+ * registers with 16 rows per panel where 512-bit integer work runs at full width (ow_wide_tiles: Intel with AMX, perf-log 24), else on ymm registers with
  * 8, as the AVX-VNNI kernels (Zen 4 splits 512-bit work in two; perf-log entries 19, 29). */
 #include "gemm_i8_rows_slot.h"
 
@@ -30,61 +30,12 @@
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
-/* the K-quants (gemm_k_rows.inc) */
-#define GK_TYPE 0
-#define GI_SUFFIX q4_K_avx512
-#define GI_NAME vec_dot_q4_K_q8_K_rows_avx512
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 0
-#define GI_WIDE 1
-#define GI_SUFFIX q4_K_avx512_wide
-#define GI_NAME vec_dot_q4_K_q8_K_rows_avx512_wide
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 1
-#define GI_SUFFIX q5_K_avx512
-#define GI_NAME vec_dot_q5_K_q8_K_rows_avx512
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 1
-#define GI_WIDE 1
-#define GI_SUFFIX q5_K_avx512_wide
-#define GI_NAME vec_dot_q5_K_q8_K_rows_avx512_wide
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 2
-#define GI_SUFFIX q6_K_avx512
-#define GI_NAME vec_dot_q6_K_q8_K_rows_avx512
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 2
-#define GI_WIDE 1
-#define GI_SUFFIX q6_K_avx512_wide
-#define GI_NAME vec_dot_q6_K_q8_K_rows_avx512_wide
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 3
-#define GI_SUFFIX q2_K_avx512
-#define GI_NAME vec_dot_q2_K_q8_K_rows_avx512
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 3
-#define GI_WIDE 1
-#define GI_SUFFIX q2_K_avx512_wide
-#define GI_NAME vec_dot_q2_K_q8_K_rows_avx512_wide
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 4
-#define GI_SUFFIX q3_K_avx512
-#define GI_NAME vec_dot_q3_K_q8_K_rows_avx512
-#include "gemm_k_rows.inc"
-
-#define GK_TYPE 4
-#define GI_WIDE 1
-#define GI_SUFFIX q3_K_avx512_wide
-#define GI_NAME vec_dot_q3_K_q8_K_rows_avx512_wide
-#include "gemm_k_rows.inc"
+/* the K-quants (gemm_k_rows_types.inc) */
+#define GK_VARIANT avx512
+#include "gemm_k_rows_types.inc"
+#define GK_VARIANT avx512_wide
+#define GK_WIDE_VARIANT 1
+#include "gemm_k_rows_types.inc"
 
 /* the Q4_0 / Q5_0 tile slots of this path (gemm_i8_rows_slot.h; its exact tiles: vec_dot_tile_avx512.c) */
 #define GI_ROWS_OF(t, a) \
