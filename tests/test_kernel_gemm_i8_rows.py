@@ -1,10 +1,11 @@
-"""Q4_0 and Q5_0 prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with the EVEX vpdpbusd), and Q4_1 and Q5_1 on the
-AVX2 paths, as an int8 GEMM with the weight rows in the vector lanes (kernels/gemm_i8_rows.inc; docs/perf-log.md,
-entry 29) against the numpy twin and the exact tiles. (Q8_0's: test_kernel_gemm_q8_0.py.)
+"""Q4_0, Q5_0 and IQ4_NL prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with the EVEX vpdpbusd), and Q4_1 and Q5_1
+on the AVX2 paths, as an int8 GEMM with the weight rows in the vector lanes (kernels/gemm_i8_rows.inc;
+docs/perf-log.md, entries 29, 33) against the numpy twin and the exact tiles (IQ4_NL, which has none: its decode
+kernel). (Q8_0's: test_kernel_gemm_q8_0.py.)
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, while _core.float_gemm and _core.rows_gemm are on, each block's exact
 integer sum of quants (unsigned q, seeded by -8 / -16 x the activation quants' sum for Q4_0 / Q5_0; for Q4_1 / Q5_1
-plus m x s) is scaled and added into one float chain per (row, vector): the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result
+plus m x s; IQ4_NL's signed codebook values as Q8_0's) is scaled and added into one float chain per (row, vector): the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result
 does not depend on its batch, and every path gives the same floats. With rows_gemm off the slot runs the exact tile
 again: every vector bit for bit its one-vector result. Shapes around the 8-row panel, the 6-vector micro-kernel,
 the 32-block pass and the 128-vector group.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import DATA
 from onewell._native import _core
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.runtime import native_kernels as nk
@@ -22,10 +24,11 @@ from real_weights import real_rows
 from test_native_kernels import twin_product
 
 T = GGMLType
-TYPES = (T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1)
+TYPES = (T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL)
 X86 = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
-PATHS = {T.Q4_0: X86, T.Q5_0: X86, T.Q4_1: [p for p in X86 if p != "avx512"], T.Q5_1: [p for p in X86 if p != "avx512"]}
-ACT = {T.Q4_0: T.Q8_0, T.Q5_0: T.Q8_0, T.Q4_1: T.Q8_1, T.Q5_1: T.Q8_1}
+PATHS = {T.Q4_0: X86, T.Q5_0: X86, T.Q4_1: [p for p in X86 if p != "avx512"], T.Q5_1: [p for p in X86 if p != "avx512"],
+         T.IQ4_NL: X86}
+ACT = {T.Q4_0: T.Q8_0, T.Q5_0: T.Q8_0, T.Q4_1: T.Q8_1, T.Q5_1: T.Q8_1, T.IQ4_NL: T.Q8_0}
 MIN_VECS = 32
 RTOL = 1e-5
 pytestmark = pytest.mark.usefixtures("float_gemm_on")
@@ -120,7 +123,7 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
         assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
 
 
-@pytest.mark.parametrize("wt", (T.Q4_0, T.Q5_0), ids=lambda t: t.name)   # the _1 types have no AVX-512 GEMM
+@pytest.mark.parametrize("wt", (T.Q4_0, T.Q5_0, T.IQ4_NL), ids=lambda t: t.name)   # the _1 types: no AVX-512 GEMM
 @pytest.mark.parametrize("rows, cols, n_vec", [(37, 896, 33), (16, 1056, 64), (130, 4896, 47), (17, 96, 129)])
 def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_vec):
     """On the AVX-512 path the GEMM holds 16 rows per zmm panel where _core.wide_tiles, else 8 per ymm: the same
@@ -161,3 +164,38 @@ def test_the_gemm_on_real_q5_0_weights(qwen_q4km_path):
         for path, got in zip(X86, results):
             assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{name} on {path}"
             np.testing.assert_array_equal(got, results[0])
+
+
+@pytest.mark.parametrize("index, sign", [(0, 1.0), (0, -1.0), (15, 1.0), (15, -1.0)])
+def test_iq4_nl_codebook_extremes_stay_exact(index, sign):
+    """Every index at the codebook's ends (-127, +113) against activation quants of +127 or -128: vpmaddubsw's pairs
+    of |v| |a| at 2 x 127 x 128 on AVX2, VNNI's value + 128 with its seed at its largest; still on the twin"""
+    rows, cols, n_vec = 11, 2048, 40
+    blocks = np.zeros((rows * cols // 32, row_nbytes(T.IQ4_NL, 32)), np.uint8)
+    blocks[:, 0:2] = np.array([0.01], "<f2").view(np.uint8)
+    blocks[:, 2:] = index * 0x11
+    raw = blocks.reshape(-1)
+    x = np.full((n_vec, cols), sign, np.float32)
+    exact, magnitude = twin(raw, T.IQ4_NL, rows, cols, x)
+    assert np.all(magnitude > 0)
+    for path in X86:
+        got = with_rows_gemm(1, lambda: nk.matmul(raw, T.IQ4_NL, rows, cols, x, path))
+        assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"index {index} x {sign} on {path}"
+
+
+@pytest.mark.parametrize("wt", (T.Q4_0, T.Q5_0, T.Q5_1, T.IQ4_NL), ids=lambda t: t.name)
+def test_the_gemm_on_ggml_encoded_real_weights(wt):
+    """Real weights (SmolLM2's blk.0.ffn_down, 8 x 1536) as llama.cpp 11434's quantizer wrote them in each type
+    (tests/data/ggml_codecs.npz), against 48 vectors with a few massive channels: the twin bound on every path, and
+    the same floats on each"""
+    record = np.load(DATA / "ggml_codecs.npz")
+    rows, cols = record["input_real"].shape
+    raw = record[f"{wt.name}_real_bytes"]
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((48, cols)).astype(np.float32)
+    x[:, rng.integers(0, cols, 3)] *= 50.0
+    exact, magnitude = twin(raw, wt, rows, cols, x)
+    results = [with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path)) for path in PATHS[wt]]
+    for path, got in zip(PATHS[wt], results):
+        assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{wt.name} on {path}"
+        np.testing.assert_array_equal(got, results[0])

@@ -1,13 +1,14 @@
-"""Q4_K, Q5_K, Q6_K, Q2_K and Q3_K prefill on the x86 paths (AVX2: vpmaddubsw + vpmaddwd by the scales, AVX-VNNI, AVX-512 with
+"""Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS prefill on the x86 paths (AVX2: vpmaddubsw + vpmaddwd by the scales, AVX-VNNI, AVX-512 with
 the EVEX vpdpbusd on ymm or zmm panels) as an int8 GEMM with the weight rows in the vector lanes
-(kernels/gemm_k_rows.inc; docs/perf-log.md, entries 30, 31) against the numpy twin and the exact tiles.
+(kernels/gemm_k_rows.inc; docs/perf-log.md, entries 30, 31, 33) against the numpy twin and the exact tiles.
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, while _core.float_gemm and _core.rows_gemm are on, each (row, vector,
 super-block) has its exact integer sums (the sub-blocks' sums times their scales; Q4_K / Q5_K's mins times the
-activations' sub-block sums, Q2_K's too; Q6_K / Q3_K seeded by -32 / -4 x their scales times them), then one float chain per (row, vector):
+activations' sub-block sums, Q2_K's too; Q6_K / Q3_K seeded by -32 / -4 x their scales times them; IQ4_XS's
+signed codebook values + 128 seeded by -128 x, or |value| with the signs on the activations without VNNI), then one float chain per (row, vector):
 the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result does not depend on its batch, and
 every path and panel width gives the same floats. With rows_gemm off the slot runs the exact tile again (Q5_K on
-the AVX2 paths, Q2_K and Q3_K everywhere, which have no tile: the decode kernel), every vector bit for bit its
+the AVX2 paths, Q2_K, Q3_K and IQ4_XS everywhere, which have no tile: the decode kernel), every vector bit for bit its
 one-vector result. Real data: Qwen's Q4_K / Q6_K matrices, and ggml's own encoding of real weights in every type. Shapes around the 8- and
 16-row panels, the 4-, 6- and 8-vector micro-kernels, the 4- and 8-super-block passes and the 128-vector group.
 """
@@ -25,12 +26,13 @@ from real_weights import real_rows
 from test_native_kernels import twin_product
 
 T = GGMLType
-TYPES = (T.Q4_K, T.Q5_K, T.Q6_K, T.Q2_K, T.Q3_K)
+TYPES = (T.Q4_K, T.Q5_K, T.Q6_K, T.Q2_K, T.Q3_K, T.IQ4_XS)
 X86 = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
 MIN_VECS = 32
 RTOL = 1e-5
-# where each type's fp16 scales sit in its block: d and dmin first (Q4_K, Q5_K), last (Q6_K, Q2_K, Q3_K)
-SCALE_AT = {T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,), T.Q2_K: (80, 82), T.Q3_K: (108,)}
+# where each type's fp16 scales sit in its block: d and dmin first (Q4_K, Q5_K), last (Q6_K, Q2_K, Q3_K), d first
+# (IQ4_XS)
+SCALE_AT = {T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,), T.Q2_K: (80, 82), T.Q3_K: (108,), T.IQ4_XS: (0,)}
 pytestmark = pytest.mark.usefixtures("float_gemm_on")
 
 
@@ -72,7 +74,7 @@ def test_the_x86_slots_run_the_gemm_from_32_vectors():
         traits = type_traits()[int(wt)]
         for path in X86:
             assert traits.float_gemm_from[path] == MIN_VECS
-            name = wt.name[0].lower() + wt.name[1:]   # q4_K
+            name = traits.name   # q4_K, iq4_xs
             assert traits.kernels[path] == f"vec_dot_{name}_q8_K_gemm_{path.replace('-', '_')}"
             assert not nk.batch_exact(wt, MIN_VECS, path) and nk.batch_exact(wt, MIN_VECS - 1, path)
         assert traits.float_gemm_from.get("generic") is None
@@ -100,7 +102,7 @@ def test_int8_gemm_meets_the_twin_and_keeps_each_vector_to_itself(wt, rows, cols
 @pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_the_largest_sums_stay_exact(wt, sign):
-    """Every quant, scale and min at its largest (all bytes 0xff) against activation quants of +127 or -128 (x all
+    """Every quant, scale and min at its largest (all bytes 0xff; IQ4_XS's scales and values at their most negative) against activation quants of +127 or -128 (x all
     +1 or all -1): the int16 pair sums of vpmaddubsw and the int32 sums at their extremes, still on the twin"""
     rows, cols, n_vec = 9, 2048, 40
     blocks = np.full((rows * cols // 256, row_nbytes(wt, 256)), 0xFF, np.uint8)
@@ -110,6 +112,8 @@ def test_the_largest_sums_stay_exact(wt, sign):
         blocks[:, 192:208] = 0x80
     if wt == T.Q3_K:   # its 6-bit scales at 0 - 32, the other extreme of its seed
         blocks[:, 96:108] = 0
+    if wt == T.IQ4_XS:   # scales at 0 - 32 and every value -127: VNNI's seed and AVX2's |v| |a| pairs at their largest
+        blocks[:, 2:] = 0
     raw = blocks.reshape(-1)
     x = np.full((n_vec, cols), sign, np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)

@@ -41,6 +41,11 @@
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2
 #include "gemm_i8_rows.inc"
 
+#define GI_TYPE 5   /* IQ4_NL: Q8_0's kernel with vpsignb (rows_gemm 2's xor + sub is measured for Q8_0 only) */
+#define GI_SUFFIX iq4_nl_avx2
+#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
 /* the K-quants (gemm_k_rows_types.inc) */
 #define GK_VARIANT avx2
 #include "gemm_k_rows_types.inc"
@@ -56,13 +61,17 @@ GI_SLOT_OF(q4_1, q8_1)
 GI_SLOT_OF(q5_1, q8_1)
 GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
-/* Q5_K has no AVX2 tile, Q2_K and Q3_K none at all (and one decode kernel, AVX2's, on every x86 path) */
+/* Q5_K has no AVX2 tile, Q2_K, Q3_K and IQ4_XS none at all (and one decode kernel, AVX2's, on every x86 path) */
 #define GI_DECODE_SLOT_OF(t) \
     GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_##t##_q8_K_gemm_avx2, vec_dot_##t##_q8_K_rows_avx2, \
                    vec_dot_##t##_q8_K_avx2)
 GI_DECODE_SLOT_OF(q5_K)
 GI_DECODE_SLOT_OF(q2_K)
 GI_DECODE_SLOT_OF(q3_K)
+GI_DECODE_SLOT_OF(iq4_xs)
+/* IQ4_NL has no tile: below the GEMM its decode kernel */
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_iq4_nl_q8_0_gemm_avx2, vec_dot_iq4_nl_q8_0_rows_avx2,
+               vec_dot_iq4_nl_q8_0_avx2)
 #undef GI_DECODE_SLOT_OF
 #undef GI_SLOT_OF
 #undef GI_ROWS_OF

@@ -1,7 +1,8 @@
-/* The AVX-512 path's int8 GEMMs with rows in the lanes for Q4_0 and Q5_0 (gemm_i8_rows.inc), which that path reads
- * in their file layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX vpdpbusd, on zmm
- * registers with 16 rows per panel where 512-bit integer work runs at full width (ow_wide_tiles: Intel with AMX, perf-log 24), else on ymm registers with
- * 8, as the AVX-VNNI kernels (Zen 4 splits 512-bit work in two; perf-log entries 19, 29). */
+/* The AVX-512 path's int8 GEMMs with rows in the lanes for Q4_0, Q5_0 and IQ4_NL (gemm_i8_rows.inc), which that
+ * path reads in their file layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX
+ * vpdpbusd, on zmm registers with 16 rows per panel where 512-bit integer work runs at full width (ow_wide_tiles:
+ * Intel with AMX, perf-log 24), else on ymm registers with 8, as the AVX-VNNI kernels (Zen 4 splits 512-bit work in
+ * two; perf-log entries 19, 29). */
 #include "gemm_i8_rows_slot.h"
 
 #if OW_X86_KERNELS
@@ -30,6 +31,17 @@
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
+#define GI_TYPE 5
+#define GI_SUFFIX iq4_nl_avx512
+#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx512
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 5
+#define GI_WIDE 1
+#define GI_SUFFIX iq4_nl_avx512_wide
+#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx512_wide
+#include "gemm_i8_rows.inc"
+
 /* the K-quants (gemm_k_rows_types.inc) */
 #define GK_VARIANT avx512
 #include "gemm_k_rows_types.inc"
@@ -49,11 +61,16 @@ GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q5_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
 #undef GI_SLOT_OF
-/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one) */
+/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one); IQ4_XS no tile */
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q2_K_q8_K_gemm_avx512, GI_ROWS_OF(q2_K, q8_K),
                vec_dot_q2_K_q8_K_avx2)
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q3_K_q8_K_gemm_avx512, GI_ROWS_OF(q3_K, q8_K),
                vec_dot_q3_K_q8_K_avx2)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_iq4_xs_q8_K_gemm_avx512, GI_ROWS_OF(iq4_xs, q8_K),
+               vec_dot_iq4_xs_q8_K_avx512_256)
+/* IQ4_NL has no tile: below the GEMM its decode kernel */
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_iq4_nl_q8_0_gemm_avx512, GI_ROWS_OF(iq4_nl, q8_0),
+               vec_dot_iq4_nl_q8_0_avx512_256)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI

@@ -1,4 +1,4 @@
-/* The AVX-VNNI path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1;
+/* The AVX-VNNI path's int8 GEMMs with 8 rows in the lanes (gemm_i8_rows.inc: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL;
  * gemm_k_rows.inc: the K-quants): vpdpbusd, 32 products of 8 rows per instruction. Intel client CPUs since Alder
  * Lake (and their E-core servers), AMD Zen 5. */
 #include "gemm_i8_rows_slot.h"
@@ -32,6 +32,11 @@
 #define GI_NAME vec_dot_q5_1_q8_1_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
+#define GI_TYPE 5
+#define GI_SUFFIX iq4_nl_avx2_vnni
+#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx2_vnni
+#include "gemm_i8_rows.inc"
+
 /* the K-quants (gemm_k_rows_types.inc) */
 #define GK_VARIANT avx2_vnni
 #include "gemm_k_rows_types.inc"
@@ -54,11 +59,16 @@ GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q6_K_q8_K_gemm_avx2_vnni, GI_
         vec_dot_q6_K_q8_K_tile_avx2)
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q5_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q5_K, q8_K),
                vec_dot_q5_K_q8_K_avx2_vnni)
-/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one) */
+/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one); IQ4_XS no tile */
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q2_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q2_K, q8_K),
                vec_dot_q2_K_q8_K_avx2)
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_q3_K_q8_K_gemm_avx2_vnni, GI_ROWS_OF(q3_K, q8_K),
                vec_dot_q3_K_q8_K_avx2)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_iq4_xs_q8_K_gemm_avx2_vnni, GI_ROWS_OF(iq4_xs, q8_K),
+               vec_dot_iq4_xs_q8_K_avx2_vnni)
+/* IQ4_NL has no tile: below the GEMM its decode kernel */
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2_VNNI, vec_dot_iq4_nl_q8_0_gemm_avx2_vnni, GI_ROWS_OF(iq4_nl, q8_0),
+               vec_dot_iq4_nl_q8_0_avx2_vnni)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI

@@ -2,7 +2,7 @@
  * 4 rows x 3 vectors run 12 independent chains, and each loaded weight chunk (and its widening to f32) serves 3
  * vectors. F16 weights meet F16 activations, BF16 weights F32 activations (the two dots' operands). Every
  * (row, vector) result is computed with exactly the dot's operations in the dot's order (vec_dot_x86_256.inc's
- * tile_f16 and vec_dot_q23k_iq4_bf16_x86_256.inc's tile_bf16: four phase chains, their sum, the last 8-column
+ * tile_f16 and vec_dot_q23k_bf16_x86_256.inc's tile_bf16: four phase chains, their sum, the last 8-column
  * steps, the same horizontal sum and scalar tail), so the result is bit-identical to vec_dot_f16_f16_avx2 /
  * vec_dot_bf16_f32_avx2: batched = one token at a time.
  * One vector: the dot itself (it streams the rows for decode). */

@@ -24,11 +24,11 @@
 /* every weight type with a dot kernel, with the activation type it pairs with */
 #define OW_FOR_EACH_DOT(X) \
     X(f32_f32) X(f16_f16) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q5_1_q8_1) X(q8_0_q8_0) \
-    X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K)
+    X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K) X(iq4_nl_q8_0) X(iq4_xs_q8_K)
 
-/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_*.c): generic and AVX2 kernels; AVX2-VNNI and AVX-512 fall
- * back to AVX2 */
-#define OW_FOR_EACH_DOT_Q23K_IQ4_BF16(X) X(q2_K_q8_K) X(q3_K_q8_K) X(iq4_nl_q8_0) X(iq4_xs_q8_K) X(bf16_f32)
+/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_generic.c, vec_dot_q23k_bf16_avx2.c): generic and AVX2
+ * kernels; AVX2-VNNI and AVX-512 fall back to AVX2 (IQ4_NL and IQ4_XS joined the list above: perf-log 33) */
+#define OW_FOR_EACH_DOT_Q23K_IQ4_BF16(X) X(q2_K_q8_K) X(q3_K_q8_K) X(bf16_f32)
 
 #define OW_DECLARE_DOT(name, path) void vec_dot_##name##_##path(OW_DOT_ARGS);
 #define OW_DECLARE_GENERIC(name) OW_DECLARE_DOT(name, generic)
@@ -126,9 +126,17 @@ void vec_dot_q4_0_q8_0_rows_avx512_wide(OW_TILE_ARGS);   /* zmm, 16 rows per pan
 void vec_dot_q5_0_q8_0_rows_avx512_wide(OW_TILE_ARGS);
 void vec_dot_q4_0_q8_0_gemm_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx512(OW_TILE_ARGS);
+/* ... and of IQ4_NL on every x86 path, Q8_0's kernel after a codebook lookup; below the GEMM its decode kernel */
+void vec_dot_iq4_nl_q8_0_rows_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_rows_avx512(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_rows_avx512_wide(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_gemm_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_gemm_avx512(OW_TILE_ARGS);
 /* ... and of the K-quants with Q8_K activations (gemm_k_rows.inc, in the same three files), with their slots: on
  * the AVX2 paths below the GEMM the AVX2 tiles of Q4_K / Q6_K and Q5_K's decode kernel, on AVX-512 its K tiles */
-#define OW_FOR_EACH_K_ROWS(X) X(q4_K) X(q5_K) X(q6_K) X(q2_K) X(q3_K)
+#define OW_FOR_EACH_K_ROWS(X) X(q4_K) X(q5_K) X(q6_K) X(q2_K) X(q3_K) X(iq4_xs)
 #define OW_DECLARE_K_ROWS(t)                                                                                   \
     void vec_dot_##t##_q8_K_rows_avx2(OW_TILE_ARGS); void vec_dot_##t##_q8_K_rows_avx2_vnni(OW_TILE_ARGS);     \
     void vec_dot_##t##_q8_K_rows_avx512(OW_TILE_ARGS); void vec_dot_##t##_q8_K_rows_avx512_wide(OW_TILE_ARGS); \

@@ -1,5 +1,5 @@
 /* Portable dot kernels of Q2_K, Q3_K, IQ4_XS (x Q8_K), IQ4_NL (x Q8_0) and BF16 (x F32): the readable twins of
- * vec_dot_q23k_iq4_bf16_x86_256.inc. As vec_dot_generic.c: exact integer block dots, scaled once per block, block
+ * vec_dot_q23k_bf16_x86_256.inc and vec_dot_x86_256.inc. As vec_dot_generic.c: exact integer block dots, scaled once per block, block
  * sums added in float in block order (ggml's ggml_vec_dot_*_generic). */
 #include "vec_dot.h"
 #include "vec_dot_generic_rows.h"
