@@ -11,7 +11,7 @@
 #
 # usage: benchmarks/kquant_models.sh [--isa avx2|avxvnni] [onewell bench options, e.g. -t 1,2 -p 128 -n 32 -r 5]
 # environment:
-#   TYPES     llama-quantize types (default: Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K)
+#   TYPES     llama-quantize types (default: Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; also IQ4_XS IQ4_NL, perf-log 33)
 #   WORK_DIR  where the model files go (default ~/.cache/onewell/kquant-models; ~1.7 GB with all five)
 #   OUT_DIR   results (default ./bench-results/kquant-<UTC date-time>)
 #   PYTHON    the Python with onewell installed (default python3)
