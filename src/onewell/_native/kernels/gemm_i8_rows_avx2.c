@@ -61,7 +61,7 @@ GI_SLOT_OF(q4_1, q8_1)
 GI_SLOT_OF(q5_1, q8_1)
 GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
-/* Q5_K has no AVX2 tile, Q2_K, Q3_K and IQ4_XS none at all (and one decode kernel, AVX2's, on every x86 path) */
+/* Q5_K has no AVX2 tile, Q2_K, Q3_K and IQ4_XS none at all: below the GEMM their decode kernels */
 #define GI_DECODE_SLOT_OF(t) \
     GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_##t##_q8_K_gemm_avx2, vec_dot_##t##_q8_K_rows_avx2, \
                    vec_dot_##t##_q8_K_avx2)

@@ -61,11 +61,11 @@ GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q5_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
 #undef GI_SLOT_OF
-/* Q2_K and Q3_K have no tiles, and one decode kernel for every x86 path (the AVX2 one); IQ4_XS no tile */
+/* Q2_K, Q3_K and IQ4_XS have no tiles: below the GEMM their decode kernels */
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q2_K_q8_K_gemm_avx512, GI_ROWS_OF(q2_K, q8_K),
-               vec_dot_q2_K_q8_K_avx2)
+               vec_dot_q2_K_q8_K_avx512_256)
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q3_K_q8_K_gemm_avx512, GI_ROWS_OF(q3_K, q8_K),
-               vec_dot_q3_K_q8_K_avx2)
+               vec_dot_q3_K_q8_K_avx512_256)
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_iq4_xs_q8_K_gemm_avx512, GI_ROWS_OF(iq4_xs, q8_K),
                vec_dot_iq4_xs_q8_K_avx512_256)
 /* IQ4_NL has no tile: below the GEMM its decode kernel */

@@ -101,19 +101,19 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                                OW_AVX512_FLOAT_GEMM(vec_dot_q6_K_q8_K_gemm_avx512)}},
     [OW_TYPE_Q8_K] = {.name = "q8_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q8_K), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_K)},
-    /* issue 10's types. Q2_K, Q3_K, BF16: generic and AVX2 decode kernels (vec_dot_q23k_iq4_bf16_generic.c,
-     * vec_dot_q23k_bf16_avx2.c), which the VNNI and AVX-512 paths fall back to; Q2_K's and Q3_K's prefill from 32
-     * vectors is the rows GEMM of every x86 path (perf-log 31). IQ4_NL and IQ4_XS: decode kernels of every x86 path
+    /* issue 10's types. Q2_K, Q3_K: decode kernels of every x86 path (vec_dot_q23k_bf16_x86.c; perf-log 33), BF16
+     * generic and AVX2 ones; Q2_K's and Q3_K's prefill from 32 vectors is the rows GEMM of every x86 path (perf-log
+     * 31). IQ4_NL and IQ4_XS: decode kernels of every x86 path
      * (vec_dot_x86_256.inc) and the rows GEMMs of Q8_0 / the K-quants (perf-log 33). NEON kernels for IQ4_NL,
      * IQ4_XS, BF16 (Q2_K, Q3_K: generic on aarch64) */
     [OW_TYPE_Q2_K] = {.name = "q2_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q2_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q2_K, -1, NULL),
-                      .vec_dot = {OW_GENERIC(vec_dot_q2_K_q8_K_generic), OW_AVX2(vec_dot_q2_K_q8_K_avx2)},
+                      .vec_dot = {OW_DOTS(q2_K_q8_K, avx512_256)},
                       .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q2_K_q8_K_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_q2_K_q8_K_gemm_avx2_vnni),
                                OW_AVX512_FLOAT_GEMM(vec_dot_q2_K_q8_K_gemm_avx512)}},
     [OW_TYPE_Q3_K] = {.name = "q3_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q3_K),
                       OW_WEIGHT(OW_TYPE_Q8_K, q3_K, -1, NULL),
-                      .vec_dot = {OW_GENERIC(vec_dot_q3_K_q8_K_generic), OW_AVX2(vec_dot_q3_K_q8_K_avx2)},
+                      .vec_dot = {OW_DOTS(q3_K_q8_K, avx512_256)},
                       .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q3_K_q8_K_gemm_avx2), OW_AVX2_VNNI_FLOAT_GEMM(vec_dot_q3_K_q8_K_gemm_avx2_vnni),
                                OW_AVX512_FLOAT_GEMM(vec_dot_q3_K_q8_K_gemm_avx512)}},
     [OW_TYPE_IQ4_NL] = {.name = "iq4_nl", .block_size = OW_QK, .block_bytes = sizeof(ow_block_iq4_nl),

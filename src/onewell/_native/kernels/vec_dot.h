@@ -26,9 +26,11 @@
     X(f32_f32) X(f16_f16) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q5_1_q8_1) X(q8_0_q8_0) \
     X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K) X(iq4_nl_q8_0) X(iq4_xs_q8_K)
 
-/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_generic.c, vec_dot_q23k_bf16_avx2.c): generic and AVX2
- * kernels; AVX2-VNNI and AVX-512 fall back to AVX2 (IQ4_NL and IQ4_XS joined the list above: perf-log 33) */
+/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_generic.c, vec_dot_q23k_bf16_x86.c): generic and AVX2
+ * kernels, and Q2_K / Q3_K with AVX-VNNI and 256-bit EVEX VNNI (IQ4_NL and IQ4_XS joined the list above; perf-log
+ * 33) */
 #define OW_FOR_EACH_DOT_Q23K_IQ4_BF16(X) X(q2_K_q8_K) X(q3_K_q8_K) X(bf16_f32)
+#define OW_FOR_EACH_DOT_Q23K(X) X(q2_K_q8_K) X(q3_K_q8_K)
 
 #define OW_DECLARE_DOT(name, path) void vec_dot_##name##_##path(OW_DOT_ARGS);
 #define OW_DECLARE_GENERIC(name) OW_DECLARE_DOT(name, generic)
@@ -58,6 +60,8 @@ OW_FOR_EACH_DOT(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT_Q23K_IQ4_BF16(OW_DECLARE_AVX2)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX2_VNNI)
 OW_FOR_EACH_DOT(OW_DECLARE_AVX512_256)   /* the 256-bit kernels built with AVX-512 VNNI (EVEX) */
+OW_FOR_EACH_DOT_Q23K(OW_DECLARE_AVX2_VNNI)
+OW_FOR_EACH_DOT_Q23K(OW_DECLARE_AVX512_256)
 /* The R16 prefill tiles' vectors per block: as many as fit ow_r16_act_bytes() of activations (x_stride bytes each),
  * a multiple of `group` (the vectors per pass over a row), at least one group, at most n_vec; 0 bytes: no blocks. */
 static inline int ow_r16_vector_block(size_t x_stride, int n_vec, int group) {
