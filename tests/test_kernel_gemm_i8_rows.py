@@ -1,6 +1,6 @@
-"""Q4_0, Q5_0 and IQ4_NL prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with the EVEX vpdpbusd), and Q4_1 and Q5_1
-on the AVX2 paths, as an int8 GEMM with the weight rows in the vector lanes (kernels/gemm_i8_rows.inc;
-docs/perf-log.md, entries 29, 33) against the numpy twin and the exact tiles (IQ4_NL, which has none: its decode
+"""Q4_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 prefill on the x86 paths (AVX2, AVX-VNNI, AVX-512 with the EVEX vpdpbusd) as
+an int8 GEMM with the weight rows in the vector lanes (kernels/gemm_i8_rows.inc;
+docs/perf-log.md, entries 29, 33, 35) against the numpy twin and the exact tiles (where a path has none: the decode
 kernel). (Q8_0's: test_kernel_gemm_q8_0.py.)
 
 From OW_FLOAT_GEMM_MIN_VECS (32) vectors on, while _core.float_gemm and _core.rows_gemm are on, each block's exact
@@ -26,8 +26,6 @@ from test_native_kernels import twin_product
 T = GGMLType
 TYPES = (T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL)
 X86 = [p for p in nk.available_paths() if p in ("avx2", "avx2-vnni", "avx512")]
-PATHS = {T.Q4_0: X86, T.Q5_0: X86, T.Q4_1: [p for p in X86 if p != "avx512"], T.Q5_1: [p for p in X86 if p != "avx512"],
-         T.IQ4_NL: X86}
 ACT = {T.Q4_0: T.Q8_0, T.Q5_0: T.Q8_0, T.Q4_1: T.Q8_1, T.Q5_1: T.Q8_1, T.IQ4_NL: T.Q8_0}
 MIN_VECS = 32
 RTOL = 1e-5
@@ -62,7 +60,7 @@ def with_rows_gemm(mode: int, fn):
 def test_the_x86_slots_run_the_gemm_from_32_vectors():
     for wt in TYPES:
         traits = type_traits()[int(wt)]
-        for path in PATHS[wt]:
+        for path in X86:
             assert traits.float_gemm_from[path] == MIN_VECS
             act = ACT[wt].name.lower()
             assert traits.kernels[path] == f"vec_dot_{wt.name.lower()}_{act}_gemm_{path.replace('-', '_')}"
@@ -79,14 +77,14 @@ def test_int8_gemm_meets_the_twin_and_keeps_each_vector_to_itself(wt, rows, cols
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
     results = {}
-    for path in PATHS[wt]:
+    for path in X86:
         full = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
         assert np.all(np.abs(full - exact) <= RTOL * magnitude), f"{wt.name} {rows}x{cols}x{n_vec} on {path}"
         tail = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x[n_vec - MIN_VECS:], path))
         np.testing.assert_array_equal(tail, full[n_vec - MIN_VECS:])
         results[path] = full
-    for path in PATHS[wt][1:]:   # vpdpbusd (VEX, EVEX) and vpmaddubsw: the same integers, the same float chain
-        np.testing.assert_array_equal(results[path], results[PATHS[wt][0]])
+    for path in X86[1:]:   # vpdpbusd (VEX, EVEX) and vpmaddubsw: the same integers, the same float chain
+        np.testing.assert_array_equal(results[path], results[X86[0]])
 
 
 @pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
@@ -96,7 +94,7 @@ def test_rows_gemm_off_gives_back_the_exact_tile(wt):
     raw = matrix(rng, wt, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    for path in PATHS[wt]:
+    for path in X86:
         alone = np.stack([nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
         np.testing.assert_array_equal(with_rows_gemm(0, lambda: nk.matmul(raw, wt, rows, cols, x, path)), alone)
         gemm = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
@@ -114,7 +112,7 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
     raw = matrix(rng, wt, rows, cols)
     x = rng.standard_normal((n_vec, cols)).astype(np.float32)
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    for path in PATHS[wt]:
+    for path in X86:
         xq = nk.quantize_act(x, wt, path)
         y = np.full((n_vec, y_stride), np.nan, np.float32)
         with_rows_gemm(1, lambda: _core.matmul(int(wt), raw, row_nbytes(wt, cols), cols, xq, xq.shape[1], n_vec, y,
@@ -123,7 +121,7 @@ def test_the_gemm_writes_only_its_rows(wt, r0, r1):
         assert np.all(np.abs(y[:, r0:r1] - exact[:, r0:r1]) <= RTOL * magnitude[:, r0:r1])
 
 
-@pytest.mark.parametrize("wt", (T.Q4_0, T.Q5_0, T.IQ4_NL), ids=lambda t: t.name)   # the _1 types: no AVX-512 GEMM
+@pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("rows, cols, n_vec", [(37, 896, 33), (16, 1056, 64), (130, 4896, 47), (17, 96, 129)])
 def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_vec):
     """On the AVX-512 path the GEMM holds 16 rows per zmm panel where _core.wide_tiles, else 8 per ymm: the same
@@ -137,10 +135,10 @@ def test_the_avx512_gemm_gives_the_same_floats_on_ymm_and_zmm(wt, rows, cols, n_
         for wide in (0, 1):
             _core.wide_tiles(wide)
             out[wide] = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, "avx512")) \
-                if "avx512" in PATHS[wt] else wide
+                if "avx512" in X86 else wide
     finally:
         _core.wide_tiles(before)
-    if "avx512" in PATHS[wt]:
+    if "avx512" in X86:
         np.testing.assert_array_equal(out[1], out[0])
         exact, magnitude = twin(raw, wt, rows, cols, x)
         assert np.all(np.abs(out[1] - exact) <= RTOL * magnitude)
@@ -195,7 +193,7 @@ def test_the_gemm_on_ggml_encoded_real_weights(wt):
     x = rng.standard_normal((48, cols)).astype(np.float32)
     x[:, rng.integers(0, cols, 3)] *= 50.0
     exact, magnitude = twin(raw, wt, rows, cols, x)
-    results = [with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path)) for path in PATHS[wt]]
-    for path, got in zip(PATHS[wt], results):
+    results = [with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path)) for path in X86]
+    for path, got in zip(X86, results):
         assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{wt.name} on {path}"
         np.testing.assert_array_equal(got, results[0])

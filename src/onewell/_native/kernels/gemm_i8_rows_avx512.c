@@ -1,5 +1,5 @@
-/* The AVX-512 path's int8 GEMMs with rows in the lanes for Q4_0, Q5_0 and IQ4_NL (gemm_i8_rows.inc), which that
- * path reads in their file layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX
+/* The AVX-512 path's int8 GEMMs with rows in the lanes for Q4_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (gemm_i8_rows.inc),
+ * which that path reads in their file layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX
  * vpdpbusd, on zmm registers with 16 rows per panel where 512-bit integer work runs at full width (ow_wide_tiles:
  * Intel with AMX, perf-log 24), else on ymm registers with 8, as the AVX-VNNI kernels (Zen 4 splits 512-bit work in
  * two; perf-log entries 19, 29). */
@@ -29,6 +29,28 @@
 #define GI_WIDE 1
 #define GI_SUFFIX q5_0_avx512_wide
 #define GI_NAME vec_dot_q5_0_q8_0_rows_avx512_wide
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 3
+#define GI_SUFFIX q4_1_avx512
+#define GI_NAME vec_dot_q4_1_q8_1_rows_avx512
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 3
+#define GI_WIDE 1
+#define GI_SUFFIX q4_1_avx512_wide
+#define GI_NAME vec_dot_q4_1_q8_1_rows_avx512_wide
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 4
+#define GI_SUFFIX q5_1_avx512
+#define GI_NAME vec_dot_q5_1_q8_1_rows_avx512
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 4
+#define GI_WIDE 1
+#define GI_SUFFIX q5_1_avx512_wide
+#define GI_NAME vec_dot_q5_1_q8_1_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
 #define GI_TYPE 5
@@ -68,9 +90,14 @@ GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q3_K_q8_K_gemm_avx512, GI
                vec_dot_q3_K_q8_K_avx512_256)
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_iq4_xs_q8_K_gemm_avx512, GI_ROWS_OF(iq4_xs, q8_K),
                vec_dot_iq4_xs_q8_K_avx512_256)
-/* IQ4_NL has no tile: below the GEMM its decode kernel */
+/* IQ4_NL, and Q4_1 / Q5_1 in their file layout (Q4_1 is repacked to R16 where that pays), have no tile on this
+ * path: below the GEMM their decode kernels (before perf-log 35 those ran once per vector at any batch) */
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_iq4_nl_q8_0_gemm_avx512, GI_ROWS_OF(iq4_nl, q8_0),
                vec_dot_iq4_nl_q8_0_avx512_256)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q4_1_q8_1_gemm_avx512, GI_ROWS_OF(q4_1, q8_1),
+               vec_dot_q4_1_q8_1_avx512_256)
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q5_1_q8_1_gemm_avx512, GI_ROWS_OF(q5_1, q8_1),
+               vec_dot_q5_1_q8_1_avx512_256)
 #undef GI_ROWS_OF
 #undef GI_TARGET
 #undef GI_VNNI

@@ -130,6 +130,13 @@ void vec_dot_q4_0_q8_0_rows_avx512_wide(OW_TILE_ARGS);   /* zmm, 16 rows per pan
 void vec_dot_q5_0_q8_0_rows_avx512_wide(OW_TILE_ARGS);
 void vec_dot_q4_0_q8_0_gemm_avx512(OW_TILE_ARGS);
 void vec_dot_q5_0_q8_0_gemm_avx512(OW_TILE_ARGS);
+/* ... and of Q4_1 / Q5_1 on the AVX-512 path (their file layout) */
+void vec_dot_q4_1_q8_1_rows_avx512(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_rows_avx512(OW_TILE_ARGS);
+void vec_dot_q4_1_q8_1_rows_avx512_wide(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_rows_avx512_wide(OW_TILE_ARGS);
+void vec_dot_q4_1_q8_1_gemm_avx512(OW_TILE_ARGS);
+void vec_dot_q5_1_q8_1_gemm_avx512(OW_TILE_ARGS);
 /* ... and of IQ4_NL on every x86 path, Q8_0's kernel after a codebook lookup; below the GEMM its decode kernel */
 void vec_dot_iq4_nl_q8_0_rows_avx2(OW_TILE_ARGS);
 void vec_dot_iq4_nl_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
