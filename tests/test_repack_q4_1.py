@@ -135,6 +135,52 @@ def test_a_vector_gets_the_same_result_whatever_shares_the_call(path):
         np.testing.assert_array_equal(together[v], NR.matmul(packed, rows, cols, x[v], isa=path, layout=R.Q4_1_R16))
 
 
+def with_knob(knob, value: int, fn):
+    before = knob(value)
+    try:
+        return fn()
+    finally:
+        knob(before)
+
+
+@pytest.mark.parametrize("rows, cols, n_vec", [(9, 576, 33), (16, 1536, 64), (37, 160, 40), (130, 2560, 47),
+                                               (5, 96, 129), (17, 1024, 32)])
+def test_the_avx512_gemm_from_32_vectors(rows, cols, n_vec):
+    """From 32 vectors the AVX-512 path runs the int8 GEMM with rows in the lanes on the R16 layout
+    (kernels/gemm_i8_rows.inc; docs/perf-log.md, entry 36): the bound against the Q4_1 matmul, a vector's result
+    independent of its batch, the same floats on ymm and zmm panels, and the streaming tile back, bit for bit the
+    one-vector results, with rows_gemm off. Shapes around R16's 16-block groups, the 8- and 16-row panels, the
+    32-block pass and the 128-vector group."""
+    traits = nk_traits()
+    assert traits.float_gemm_from["avx512"] == 32 and traits.kernels["avx512"] == "vec_dot_q4_1r16_q8_0r16_gemm_avx512"
+    rng = np.random.default_rng(rows * cols + n_vec)
+    raw = random_q4_1(rng, rows, cols)
+    packed = NR.repack(raw, T.Q4_1, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    x[:, rng.integers(0, cols, 3)] *= 20
+    scale = magnitude(raw, rows, cols, x)
+    # R16 takes the mins' term from d_x sum(q_x) (not Q8_1's fp16 s): exactly x_hat @ W in real numbers
+    exact = (dequantize_act(T.Q8_0, quantize_act(T.Q8_0, x), cols).astype(np.float64)
+             @ dequantize(T.Q4_1, raw, (rows, cols)).astype(np.float64).T)
+    for path in [p for p in PATHS if p == "avx512"]:   # the table row above holds on every CPU
+        run = lambda v=x: NR.matmul(packed, rows, cols, v, isa=path, layout=R.Q4_1_R16)  # noqa: E731
+        out = {wide: with_knob(_core.wide_tiles, wide, lambda: with_knob(_core.rows_gemm, 1, run)) for wide in (0, 1)}
+        np.testing.assert_array_equal(out[1], out[0])
+        y = out[1].astype(np.float64)
+        assert (np.abs(y - exact) <= 1e-5 * scale).all(), np.abs((y - exact) / scale).max()
+        tail = with_knob(_core.rows_gemm, 1, lambda: run(x[n_vec - 32:]))
+        np.testing.assert_array_equal(tail, out[1][n_vec - 32:])
+        off = with_knob(_core.rows_gemm, 0, run)
+        alone = np.stack([run(x[v]) for v in range(n_vec)])
+        np.testing.assert_array_equal(off, alone)
+        assert not np.array_equal(out[1], alone)
+
+
+def nk_traits():
+    from onewell.runtime.native_types import type_traits
+    return type_traits()[R.Q4_1_R16]
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_decode_of_a_chunk_equals_each_row_alone(path):
     """AVX-512 decode takes a whole chunk per call and reads rows r and r + nr/2 together (two streams), an odd

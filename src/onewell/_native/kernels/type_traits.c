@@ -156,7 +156,9 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .name = "q4_1_r16", .block_size = OW_QK, .block_bytes = OW_QK / 2 + 2 + 2,   /* nibbles + fp16 d, m */
         .act_type = OW_ACT_Q8_0_R16, .repack_to = -1, .repacked = 1,
         .vec_dot = {OW_GENERIC(vec_dot_q4_1r16_q8_0r16_generic)},
-        .tile = {OW_AVX2(vec_dot_q4_1r16_q8_0r16_avx2), OW_AVX512_ANY_ROWS(vec_dot_q4_1r16_q8_0r16_avx512)}},
+        .tile = {OW_AVX2(vec_dot_q4_1r16_q8_0r16_avx2),
+                 /* from 32 vectors the rows GEMM, below it the streaming tile (perf-log 36) */
+                 OW_AVX512_FLOAT_GEMM(vec_dot_q4_1r16_q8_0r16_gemm_avx512)}},
 };
 
 const ow_type_traits_t *ow_type_traits(int t) {
