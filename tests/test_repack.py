@@ -169,6 +169,46 @@ def test_a_vector_gets_the_same_result_whatever_shares_the_call(path):
     np.testing.assert_array_equal(together, alone)
 
 
+def with_knob(knob, value: int, fn):
+    before = knob(value)
+    try:
+        return fn()
+    finally:
+        knob(before)
+
+
+@pytest.mark.parametrize("wt", SOURCES, ids=lambda t: t.name)
+@pytest.mark.parametrize("rows, cols, n_vec", [(9, 896, 33), (16, 1536, 64), (37, 160, 40), (130, 4864, 47),
+                                               (5, 96, 129), (17, 512, 32)])
+def test_the_avx512_gemm_from_32_vectors(wt, rows, cols, n_vec):
+    """From 32 vectors the AVX-512 path runs the int8 GEMM with rows in the lanes on the R16 layout
+    (kernels/gemm_i8_rows.inc; docs/perf-log.md, entry 37): within the twin's bound of x_hat @ W, a vector's result
+    independent of its batch, the same floats on ymm and zmm panels, and the R16 tile back, bit for bit the
+    one-vector results, with rows_gemm off. Shapes around the 16-block groups (a lone 3-block tail, 896 = a group
+    + 12), the 8- and 16-row panels, the 32-block pass and the 128-vector group."""
+    from onewell.runtime.native_types import type_traits
+    traits = type_traits()[R.Q8_0_R16]
+    assert traits.float_gemm_from["avx512"] == 32 and traits.kernels["avx512"] == "vec_dot_q8_0r16_q8_0r16_gemm_avx512"
+    rng = np.random.default_rng(rows * cols + n_vec + int(wt))
+    raw = random_weight(rng, wt, rows, cols)
+    packed = NR.repack(raw, wt, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    x[:, rng.integers(0, cols, 3)] *= 20
+    scale = magnitude(raw, wt, rows, cols, x)
+    exact = (dequantize_act(T.Q8_0, quantize_act(T.Q8_0, x), cols).astype(np.float64)
+             @ dequantize(wt, raw, (rows, cols)).astype(np.float64).T)
+    for path in [p for p in PATHS if p == "avx512"]:   # the table row above holds on every CPU
+        run = lambda v=x: NR.matmul(packed, rows, cols, v, isa=path)  # noqa: E731
+        out = {wide: with_knob(_core.wide_tiles, wide, lambda: with_knob(_core.rows_gemm, 1, run)) for wide in (0, 1)}
+        np.testing.assert_array_equal(out[1], out[0])
+        assert (np.abs(out[1] - exact) <= RTOL * scale).all(), np.abs((out[1] - exact) / scale).max()
+        tail = with_knob(_core.rows_gemm, 1, lambda: run(x[n_vec - 32:]))
+        np.testing.assert_array_equal(tail, out[1][n_vec - 32:])
+        off = with_knob(_core.rows_gemm, 0, run)
+        np.testing.assert_array_equal(off, np.stack([run(x[v]) for v in range(n_vec)]))
+        assert not np.array_equal(out[1], off)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_decode_of_a_chunk_equals_each_row_alone(path):
     """AVX-512 decode takes a whole chunk per call and reads rows r and r + nr/2 together (two streams), an odd

@@ -1,5 +1,5 @@
 /* The AVX-512 path's int8 GEMMs with rows in the lanes for Q4_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 (gemm_i8_rows.inc),
- * which that path reads in their file layout, and for Q4_1 in its R16 layout (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX
+ * which that path reads in their file layout, and for Q4_1 and Q8_0 in their R16 layouts (Q8_0 goes to R16 there), and for the K-quants (gemm_k_rows.inc): the EVEX
  * vpdpbusd, on zmm registers with 16 rows per panel where 512-bit integer work runs at full width (ow_wide_tiles:
  * Intel with AMX, perf-log 24), else on ymm registers with 8, as the AVX-VNNI kernels (Zen 4 splits 512-bit work in
  * two; perf-log entries 19, 29). */
@@ -64,6 +64,17 @@
 #define GI_NAME vec_dot_q4_1r16_q8_0r16_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
+#define GI_TYPE 7   /* Q8_0 R16 (q8_0_r16.h) */
+#define GI_SUFFIX q8_0r16_avx512
+#define GI_NAME vec_dot_q8_0r16_q8_0r16_rows_avx512
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 7
+#define GI_WIDE 1
+#define GI_SUFFIX q8_0r16_avx512_wide
+#define GI_NAME vec_dot_q8_0r16_q8_0r16_rows_avx512_wide
+#include "gemm_i8_rows.inc"
+
 #define GI_TYPE 5
 #define GI_SUFFIX iq4_nl_avx512
 #define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx512
@@ -94,9 +105,11 @@ GI_SLOT_OF(q4_K, q8_K)
 GI_SLOT_OF(q5_K, q8_K)
 GI_SLOT_OF(q6_K, q8_K)
 #undef GI_SLOT_OF
-/* Q4_1 R16: below the GEMM its own tile, which streams rows for decode (vec_dot_q4_1_r16.c) */
+/* Q4_1 R16 and Q8_0 R16: below the GEMM their own tiles (vec_dot_q4_1_r16.c, vec_dot_avx512.c) */
 GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q4_1r16_q8_0r16_gemm_avx512, GI_ROWS_OF(q4_1r16, q8_0r16),
         vec_dot_q4_1r16_q8_0r16_avx512)
+GI_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q8_0r16_q8_0r16_gemm_avx512, GI_ROWS_OF(q8_0r16, q8_0r16),
+        vec_dot_q8_0r16_q8_0r16_avx512)
 /* Q2_K, Q3_K and IQ4_XS have no tiles: below the GEMM their decode kernels */
 GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX512, vec_dot_q2_K_q8_K_gemm_avx512, GI_ROWS_OF(q2_K, q8_K),
                vec_dot_q2_K_q8_K_avx512_256)

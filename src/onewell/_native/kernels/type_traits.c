@@ -18,7 +18,6 @@
 #define OW_AVX2_FLOAT_GEMM(fn) [OW_KPATH_AVX2] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #define OW_AVX512(fn) OW_SLOT(OW_KPATH_AVX512, fn)
-#define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {fn, #fn, 1}
 #define OW_AVX512_FLOAT_GEMM(fn) [OW_KPATH_AVX512] = {fn, #fn, 1, OW_FLOAT_GEMM_MIN_VECS}
 #else
 #define OW_AVX2(fn) [OW_KPATH_AVX2] = {0}
@@ -26,7 +25,6 @@
 #define OW_AVX2_VNNI_FLOAT_GEMM(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX2_VNNI(fn) [OW_KPATH_AVX2_VNNI] = {0}
 #define OW_AVX512(fn) [OW_KPATH_AVX512] = {0}
-#define OW_AVX512_ANY_ROWS(fn) [OW_KPATH_AVX512] = {0}
 #define OW_AVX512_FLOAT_GEMM(fn) [OW_KPATH_AVX512] = {0}
 #endif
 #if OW_NEON_KERNELS
@@ -148,7 +146,9 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .act_type = OW_ACT_Q8_0_R16, .repack_to = -1, .repacked = 1,
         .vec_dot = {OW_GENERIC(vec_dot_q8_0r16_q8_0r16_generic)},
         /* AVX2 + AVX-VNNI CPUs run the AVX2 kernel (fallback): measured and tested on AVX2 (perf-log entry 10) */
-        .tile = {OW_AVX2(vec_dot_q8_0r16_q8_0r16_avx2), OW_AVX512_ANY_ROWS(vec_dot_q8_0r16_q8_0r16_avx512)}},
+        .tile = {OW_AVX2(vec_dot_q8_0r16_q8_0r16_avx2),
+                 /* from 32 vectors the rows GEMM, below it the R16 tile (perf-log 37) */
+                 OW_AVX512_FLOAT_GEMM(vec_dot_q8_0r16_q8_0r16_gemm_avx512)}},
     [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
         .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
         OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},

@@ -141,6 +141,10 @@ void vec_dot_q5_1_q8_1_gemm_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_rows_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_rows_avx512_wide(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_gemm_avx512(OW_TILE_ARGS);
+/* ... and Q8_0 R16 (q8_0_r16.h): below the GEMM vec_dot_q8_0r16_q8_0r16_avx512 */
+void vec_dot_q8_0r16_q8_0r16_rows_avx512(OW_TILE_ARGS);
+void vec_dot_q8_0r16_q8_0r16_rows_avx512_wide(OW_TILE_ARGS);
+void vec_dot_q8_0r16_q8_0r16_gemm_avx512(OW_TILE_ARGS);
 /* ... and of IQ4_NL on every x86 path, Q8_0's kernel after a codebook lookup; below the GEMM its decode kernel */
 void vec_dot_iq4_nl_q8_0_rows_avx2(OW_TILE_ARGS);
 void vec_dot_iq4_nl_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
