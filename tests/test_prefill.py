@@ -6,15 +6,16 @@ The matmul kernels compute every activation vector with the same arithmetic what
 two paths agree to float rounding; the bound below (1e-3 nats) is far under any real bug (a wrong causal mask or
 position shifts log-probs by whole nats) and above the rounding seen (~1e-5).
 
-One exception, asked of the kernel table (native_kernels.batch_exact): Q8_0 on the AVX2 paths runs batches of 32+
-vectors as a float GEMM (kernels/gemm_q8_0_f32_avx2.c), equal to the int8 kernel to float rounding (~1e-7). In a
-model whose layers hold Q8_0 matrices (Qwen2.5-0.5B Q4_K_M: attn_v) that rounding flips some later 8-bit
-activation roundings, and the two paths then differ at the size of onewell's distance to llama.cpp (llama.cpp's
-batched and one-token kernels also sum in different orders): measured on Qwen Q4_K_M over each step's top 10, mean
-0.060 / max 0.60 nats for the 65-token prompt here (0.03 / 0.16 over 40 random tokens). There the bound is the
-golden tests' kind (NOISE_MEAN / NOISE_MAX, ~30 % over the measurement; a RoPE base halved is mean 0.13 / max
-2.7, a wrong mask or position whole nats), and the greedy token must agree wherever the sequential run's top-2
-margin exceeds twice NOISE_MAX.
+One exception, asked of the kernel table (native_kernels.batch_exact): on the x86 paths batches of 32+ vectors run
+GEMMs (the float GEMMs of kernels/gemm_*_avx2.c, the int8 GEMMs with rows in the lanes of every quantized type,
+R16 layouts included), equal to the one-vector kernels to float rounding (~1e-7). That rounding flips some later
+8-bit activation roundings, and the two paths then differ at the size of onewell's distance to llama.cpp
+(llama.cpp's batched and one-token kernels also sum in different orders): measured on Qwen Q4_K_M over each step's
+top 10, mean 0.060 / max 0.60 nats for the 65-token prompt here (0.03 / 0.16 over 40 random tokens); on SmolLM2
+Q4_1 (135M, the random-token prompts here), mean 0.078-0.096 / max 0.32-0.56 on the AVX-512 and AVX2 paths
+(perf-log 36). There the bound is the golden tests' kind (NOISE per model, ~30 % over the measurement; on Qwen a
+RoPE base halved is mean 0.13 / max 2.7, a wrong mask or position whole nats), and the greedy token must agree
+wherever the sequential run's top-2 margin exceeds twice the max bound.
 """
 import numpy as np
 import pytest
@@ -25,7 +26,9 @@ from onewell.runtime import native_kernels as nk
 from onewell.runtime.native import NativeBackend
 
 TOLERANCE_NATS = 1e-3
-NOISE_MEAN, NOISE_MAX = 0.08, 0.8   # nats over each step's top 10, where a float GEMM runs in the layers
+# (mean, max) nats over each step's top 10, where a GEMM runs in the layers
+NOISE_MEAN, NOISE_MAX = 0.08, 0.8
+SMOLLM_NOISE = (0.125, 0.75)
 MAX_BATCH = 64
 # the lengths the prefill issue names: tiny, around a 32-row tile, long, and longer than one chunk
 PROMPT_LENGTHS = (1, 2, 31, 32, 33, 300, MAX_BATCH + 1)
@@ -57,13 +60,14 @@ def layers_batch_exact(spec, n_vec: int) -> bool:
                if len(w.shape) == 2)
 
 
-def check_within_noise(batched: np.ndarray, sequential: np.ndarray, what: str) -> None:
+def check_within_noise(batched: np.ndarray, sequential: np.ndarray, what: str,
+                       noise: tuple[float, float] = (NOISE_MEAN, NOISE_MAX)) -> None:
     lb, ls = log_softmax(batched), log_softmax(sequential)
     top = np.argsort(-ls, axis=-1)[:, :10]
     diff = np.abs(np.take_along_axis(lb, top, -1) - np.take_along_axis(ls, top, -1))
-    assert diff.mean() < NOISE_MEAN and diff.max() < NOISE_MAX, f"{what}: mean {diff.mean():.3f} max {diff.max():.3f}"
+    assert diff.mean() < noise[0] and diff.max() < noise[1], f"{what}: mean {diff.mean():.3f} max {diff.max():.3f}"
     margin = np.take_along_axis(ls, top[:, :1], -1)[:, 0] - np.take_along_axis(ls, top[:, 1:2], -1)[:, 0]
-    clear = margin > 2 * NOISE_MAX
+    clear = margin > 2 * noise[1]
     assert (batched.argmax(-1)[clear] == sequential.argmax(-1)[clear]).all(), what
 
 
@@ -82,8 +86,11 @@ def test_batched_prefill_equals_token_by_token_smollm(smollm_spec, n):
     ids = prompt(n, smollm_spec.config.n_vocab)
     err, batched, sequential = batched_vs_sequential(smollm_spec, ids)
     assert batched.shape == sequential.shape == (n, smollm_spec.config.n_vocab)
-    assert err < TOLERANCE_NATS, f"prompt of {n}: max |log-prob difference| {err:.2e}"
-    assert (batched.argmax(-1) == sequential.argmax(-1)).all()
+    if layers_batch_exact(smollm_spec, min(n, MAX_BATCH)):
+        assert err < TOLERANCE_NATS, f"prompt of {n}: max |log-prob difference| {err:.2e}"
+        assert (batched.argmax(-1) == sequential.argmax(-1)).all()
+    else:
+        check_within_noise(batched, sequential, f"prompt of {n} through the GEMMs", SMOLLM_NOISE)
 
 
 @pytest.mark.model
@@ -99,11 +106,15 @@ def test_batched_prefill_equals_token_by_token_qwen(qwen_spec, n):
 
 @pytest.mark.model
 def test_chunk_size_does_not_change_the_result(smollm_spec):
-    """The same 150-token prompt through chunks of 7, 64 and 150 tokens: the last logits agree."""
+    """The same 150-token prompt through chunks of 7, 64 and 150 tokens: the last logits agree (to float rounding,
+    or within the GEMMs' noise where chunks of 64 and 150 run them and chunks of 7 the exact kernels)."""
     ids = prompt(150, smollm_spec.config.n_vocab)
-    last = [log_softmax(NativeBackend(smollm_spec, n_ctx=256, max_batch=mb).forward(ids, copy=True))
-            for mb in (7, 64, 150)]
-    assert max(float(np.abs(a - last[0]).max()) for a in last[1:]) < TOLERANCE_NATS
+    last = [NativeBackend(smollm_spec, n_ctx=256, max_batch=mb).forward(ids, copy=True) for mb in (7, 64, 150)]
+    for chunked in last[1:]:
+        if layers_batch_exact(smollm_spec, 64):
+            assert float(np.abs(log_softmax(chunked) - log_softmax(last[0])).max()) < TOLERANCE_NATS
+        else:
+            check_within_noise(chunked[None], last[0][None], "chunks of 64 / 150 against 7", SMOLLM_NOISE)
 
 
 @pytest.mark.model

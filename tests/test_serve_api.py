@@ -24,6 +24,21 @@ N_CTX = 512
 HI = [{"role": "user", "content": "Say hello to Ada in one short sentence."}]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def exact_batches():
+    """This module's server on the exact kernels (_core.float_gemm 0). From 32 vectors the x86 paths run GEMMs, equal
+    to the one-vector kernels to float rounding (docs/perf-log.md, entries 25-37), so a prompt prefilled with others,
+    or over a prefix cached from another batch, matches it alone only to rounding, and greedy text can part where
+    two tokens are nearly tied (as in any engine that batches requests). What these tests check is the serving:
+    streams that stay apart, prefixes reused, slots freed. They run where batching changes no bit, so that a
+    comparison of two runs is exact."""
+    from onewell._native import _core
+
+    before = _core.float_gemm(0)
+    yield
+    _core.float_gemm(before)
+
+
 @pytest.fixture(scope="module")
 def model(smollm_path) -> Model:
     return onewell.load(smollm_path, backend="native", threads=1, n_ctx=N_CTX)

@@ -63,15 +63,21 @@ def rounds_bf16_activations(path: str | None) -> bool:
     return resolve_path(path) == "avx512" and bool(_core().cpu_features()["avx512_bf16"])
 
 
-def batch_exact(weight_type, n_vec: int, isa: str | None = None) -> bool:
+def batch_exact(weight_type, n_vec: int, isa: str | None = None, repacked: bool | None = None) -> bool:
     """Whether a matmul of `weight_type` with n_vec vectors on kernel path `isa` (None = this CPU's default) gives
-    every vector bit for bit what it gets alone. False where the path runs a float GEMM for batches that large
-    (Q8_0, F16 and BF16 on the AVX2 paths from 32 vectors: kernels/gemm_*_avx2.c) and the process-wide knob
-    `_core.float_gemm` lets it: each result then equals the one-vector result to float rounding and does not depend
-    on the other vectors of the batch."""
+    every vector bit for bit what it gets alone. False where the path runs a GEMM for batches that large (every
+    quantized type's int8 GEMM with rows in the lanes and the float GEMMs of F16 / BF16 on the x86 paths from 32
+    vectors: the table's float_gemm_from) and the process-wide knob `_core.float_gemm` lets it: each result then
+    equals the one-vector result to float rounding and does not depend on the other vectors of the batch.
+    repacked: whether the matrix is in its load-time layout (None: as a backend on that path repacks by default,
+    DEFAULT_REPACK), whose own table row then answers."""
     from onewell.runtime.native_types import type_traits
 
-    start = type_traits()[int(_weight_type(weight_type))].float_gemm_from[resolve_path(isa)]
+    path = resolve_path(isa)
+    traits = type_traits()[int(_weight_type(weight_type))]
+    if traits.repack_to is not None and (traits.name in default_repack(path) if repacked is None else repacked):
+        traits = type_traits()[traits.repack_to]
+    start = traits.float_gemm_from[path]
     return start is None or n_vec < start or not _core().float_gemm(-1)
 
 
