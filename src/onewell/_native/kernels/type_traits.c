@@ -101,7 +101,7 @@ static const ow_type_traits_t ggml_rows[OW_GGML_TYPE_SLOTS] = {
                                OW_AVX512_FLOAT_GEMM(vec_dot_q6_K_q8_K_gemm_avx512)}},
     [OW_TYPE_Q8_K] = {.name = "q8_K", .block_size = OW_QK_K, .block_bytes = sizeof(ow_block_q8_K), OW_ACT_ONLY,
                       OW_ACT_QUANT(q8_K)},
-    /* issue 10's types. Q2_K, Q3_K: decode kernels of every x86 path (vec_dot_q23k_bf16_x86.c; perf-log 33), BF16
+    /* issue 10's types. Q2_K, Q3_K: decode kernels of every x86 path (vec_dot_q23k_bf16_x86_256.inc; perf-log 34), BF16
      * generic and AVX2 ones; Q2_K's and Q3_K's prefill from 32 vectors is the rows GEMM of every x86 path (perf-log
      * 31). IQ4_NL and IQ4_XS: decode kernels of every x86 path
      * (vec_dot_x86_256.inc) and the rows GEMMs of Q8_0 / the K-quants (perf-log 33). NEON kernels for IQ4_NL,

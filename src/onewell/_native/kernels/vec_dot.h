@@ -26,7 +26,7 @@
     X(f32_f32) X(f16_f16) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q5_1_q8_1) X(q8_0_q8_0) \
     X(q4_K_q8_K) X(q5_K_q8_K) X(q6_K_q8_K) X(iq4_nl_q8_0) X(iq4_xs_q8_K)
 
-/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_generic.c, vec_dot_q23k_bf16_x86.c): generic and AVX2
+/* the types added for issue 10 (vec_dot_q23k_iq4_bf16_generic.c, vec_dot_q23k_bf16_x86_256.inc): generic and AVX2
  * kernels, and Q2_K / Q3_K with AVX-VNNI and 256-bit EVEX VNNI (IQ4_NL and IQ4_XS joined the list above; perf-log
  * 33) */
 #define OW_FOR_EACH_DOT_Q23K_IQ4_BF16(X) X(q2_K_q8_K) X(q3_K_q8_K) X(bf16_f32)
