@@ -33,6 +33,13 @@ TA_INLINE __m256i ta_nibbles(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
 }
 
+/* IQ4_NL's / IQ4_XS's 16 bytes of packed indices -> their 32 signed codebook values (ow_iq4nl_values), in element
+ * order: one vpshufb (the rows GEMMs' panels, gemm_i8_rows.inc and gemm_k_rows.inc) */
+TA_INLINE __m256i ta_iq4_values(const uint8_t *qs) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ow_iq4nl_values)),
+                               ta_nibbles(qs));
+}
+
 /* 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5 quants) */
 TA_INLINE __m256i ta_bit4(const uint8_t *qh) {
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)ow_read_u32(qh)),
