@@ -21,30 +21,10 @@
 #define GI_NAME vec_dot_q8_0_q8_0_rows_avx2_mask
 #include "gemm_i8_rows.inc"
 
-#define GI_TYPE 1
-#define GI_SUFFIX q4_0_avx2
-#define GI_NAME vec_dot_q4_0_q8_0_rows_avx2
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 2
-#define GI_SUFFIX q5_0_avx2
-#define GI_NAME vec_dot_q5_0_q8_0_rows_avx2
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 3
-#define GI_SUFFIX q4_1_avx2
-#define GI_NAME vec_dot_q4_1_q8_1_rows_avx2
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 4
-#define GI_SUFFIX q5_1_avx2
-#define GI_NAME vec_dot_q5_1_q8_1_rows_avx2
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 5   /* IQ4_NL: Q8_0's kernel with vpsignb (rows_gemm 2's xor + sub is measured for Q8_0 only) */
-#define GI_SUFFIX iq4_nl_avx2
-#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx2
-#include "gemm_i8_rows.inc"
+/* Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL (gemm_i8_rows_types.inc; IQ4_NL signed as Q8_0, by vpsignb: rows_gemm 2's xor +
+ * sub is measured for Q8_0 only) */
+#define GI_VARIANT avx2
+#include "gemm_i8_rows_types.inc"
 
 /* the K-quants (gemm_k_rows_types.inc) */
 #define GK_VARIANT avx2

@@ -9,49 +9,12 @@
 #define GI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define GI_VNNI 2
 
-#define GI_TYPE 1
-#define GI_SUFFIX q4_0_avx512
-#define GI_NAME vec_dot_q4_0_q8_0_rows_avx512
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 2
-#define GI_SUFFIX q5_0_avx512
-#define GI_NAME vec_dot_q5_0_q8_0_rows_avx512
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 1
-#define GI_WIDE 1
-#define GI_SUFFIX q4_0_avx512_wide
-#define GI_NAME vec_dot_q4_0_q8_0_rows_avx512_wide
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 2
-#define GI_WIDE 1
-#define GI_SUFFIX q5_0_avx512_wide
-#define GI_NAME vec_dot_q5_0_q8_0_rows_avx512_wide
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 3
-#define GI_SUFFIX q4_1_avx512
-#define GI_NAME vec_dot_q4_1_q8_1_rows_avx512
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 3
-#define GI_WIDE 1
-#define GI_SUFFIX q4_1_avx512_wide
-#define GI_NAME vec_dot_q4_1_q8_1_rows_avx512_wide
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 4
-#define GI_SUFFIX q5_1_avx512
-#define GI_NAME vec_dot_q5_1_q8_1_rows_avx512
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 4
-#define GI_WIDE 1
-#define GI_SUFFIX q5_1_avx512_wide
-#define GI_NAME vec_dot_q5_1_q8_1_rows_avx512_wide
-#include "gemm_i8_rows.inc"
+/* Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL (gemm_i8_rows_types.inc), on ymm and zmm panels */
+#define GI_VARIANT avx512
+#include "gemm_i8_rows_types.inc"
+#define GI_VARIANT avx512_wide
+#define GI_WIDE_VARIANT 1
+#include "gemm_i8_rows_types.inc"
 
 #define GI_TYPE 6   /* Q4_1 R16 (q4_1_r16.h) */
 #define GI_SUFFIX q4_1r16_avx512
@@ -73,17 +36,6 @@
 #define GI_WIDE 1
 #define GI_SUFFIX q8_0r16_avx512_wide
 #define GI_NAME vec_dot_q8_0r16_q8_0r16_rows_avx512_wide
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 5
-#define GI_SUFFIX iq4_nl_avx512
-#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx512
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 5
-#define GI_WIDE 1
-#define GI_SUFFIX iq4_nl_avx512_wide
-#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx512_wide
 #include "gemm_i8_rows.inc"
 
 /* the K-quants (gemm_k_rows_types.inc) */

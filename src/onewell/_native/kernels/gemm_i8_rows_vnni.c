@@ -12,30 +12,9 @@
 #define GI_NAME vec_dot_q8_0_q8_0_rows_avx2_vnni
 #include "gemm_i8_rows.inc"
 
-#define GI_TYPE 1
-#define GI_SUFFIX q4_0_avx2_vnni
-#define GI_NAME vec_dot_q4_0_q8_0_rows_avx2_vnni
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 2
-#define GI_SUFFIX q5_0_avx2_vnni
-#define GI_NAME vec_dot_q5_0_q8_0_rows_avx2_vnni
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 3
-#define GI_SUFFIX q4_1_avx2_vnni
-#define GI_NAME vec_dot_q4_1_q8_1_rows_avx2_vnni
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 4
-#define GI_SUFFIX q5_1_avx2_vnni
-#define GI_NAME vec_dot_q5_1_q8_1_rows_avx2_vnni
-#include "gemm_i8_rows.inc"
-
-#define GI_TYPE 5
-#define GI_SUFFIX iq4_nl_avx2_vnni
-#define GI_NAME vec_dot_iq4_nl_q8_0_rows_avx2_vnni
-#include "gemm_i8_rows.inc"
+/* Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL (gemm_i8_rows_types.inc) */
+#define GI_VARIANT avx2_vnni
+#include "gemm_i8_rows_types.inc"
 
 /* the K-quants (gemm_k_rows_types.inc) */
 #define GK_VARIANT avx2_vnni
