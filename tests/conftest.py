@@ -25,6 +25,15 @@ def read_jsonl(name: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def with_knob(knob, value: int, fn):
+    """fn() with a process-wide _core knob (e.g. _core.rows_gemm, _core.wide_tiles) set to value, restored after"""
+    before = knob(value)
+    try:
+        return fn()
+    finally:
+        knob(before)
+
+
 @pytest.fixture
 def float_gemm_on():
     """The float GEMMs under test whatever this CPU's default (_core.float_gemm); the knob restored after"""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, with_knob
 from onewell._native import _core
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.runtime import native_kernels as nk
@@ -50,11 +50,7 @@ def twin(raw, wt, rows, cols, x):
 
 
 def with_rows_gemm(mode: int, fn):
-    before = _core.rows_gemm(mode)
-    try:
-        return fn()
-    finally:
-        _core.rows_gemm(before)
+    return with_knob(_core.rows_gemm, mode, fn)
 
 
 def test_the_x86_slots_run_the_gemm_from_32_vectors():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, with_knob
 from onewell._native import _core
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.runtime import native_kernels as nk
@@ -49,14 +49,6 @@ def matrix(rng: np.random.Generator, wt: GGMLType, rows: int, cols: int) -> np.n
 def twin(raw, wt, rows, cols, x):
     exact, magnitude, _, _ = twin_product(raw, wt, rows, cols, x)
     return exact, magnitude
-
-
-def with_knob(knob, value: int, fn):
-    before = knob(value)
-    try:
-        return fn()
-    finally:
-        knob(before)
 
 
 def on_paths(raw, wt, rows, cols, x) -> dict:

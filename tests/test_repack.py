@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import with_knob
 from test_native_backend import IDS, tiny_spec
 
 from onewell._native import _core
@@ -30,6 +31,7 @@ from onewell.quant.act_formats import dequantize_act, quantize_act
 from onewell.runtime import native_kernels as nk
 from onewell.runtime import native_repack as NR
 from onewell.runtime.native import NativeBackend
+from onewell.runtime.native_types import type_traits
 from onewell.runtime.plan import build_plan
 
 T = GGMLType
@@ -169,14 +171,6 @@ def test_a_vector_gets_the_same_result_whatever_shares_the_call(path):
     np.testing.assert_array_equal(together, alone)
 
 
-def with_knob(knob, value: int, fn):
-    before = knob(value)
-    try:
-        return fn()
-    finally:
-        knob(before)
-
-
 @pytest.mark.parametrize("wt", SOURCES, ids=lambda t: t.name)
 @pytest.mark.parametrize("rows, cols, n_vec", [(9, 896, 33), (16, 1536, 64), (37, 160, 40), (130, 4864, 47),
                                                (5, 96, 129), (17, 512, 32)])
@@ -186,7 +180,6 @@ def test_the_avx512_gemm_from_32_vectors(wt, rows, cols, n_vec):
     independent of its batch, the same floats on ymm and zmm panels, and the R16 tile back, bit for bit the
     one-vector results, with rows_gemm off. Shapes around the 16-block groups (a lone 3-block tail, 896 = a group
     + 12), the 8- and 16-row panels, the 32-block pass and the 128-vector group."""
-    from onewell.runtime.native_types import type_traits
     traits = type_traits()[R.Q8_0_R16]
     assert traits.float_gemm_from["avx512"] == 32 and traits.kernels["avx512"] == "vec_dot_q8_0r16_q8_0r16_gemm_avx512"
     rng = np.random.default_rng(rows * cols + n_vec + int(wt))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import with_knob
 from test_native_backend import IDS, tiny_spec
 
 from onewell._native import _core
@@ -24,6 +25,7 @@ from onewell.quant.act_formats import dequantize_act, quantize_act
 from onewell.runtime import native_kernels as nk
 from onewell.runtime import native_repack as NR
 from onewell.runtime.native import NativeBackend
+from onewell.runtime.native_types import type_traits
 from onewell.runtime.plan import build_plan
 
 T = GGMLType
@@ -135,14 +137,6 @@ def test_a_vector_gets_the_same_result_whatever_shares_the_call(path):
         np.testing.assert_array_equal(together[v], NR.matmul(packed, rows, cols, x[v], isa=path, layout=R.Q4_1_R16))
 
 
-def with_knob(knob, value: int, fn):
-    before = knob(value)
-    try:
-        return fn()
-    finally:
-        knob(before)
-
-
 @pytest.mark.parametrize("rows, cols, n_vec", [(9, 576, 33), (16, 1536, 64), (37, 160, 40), (130, 2560, 47),
                                                (5, 96, 129), (17, 1024, 32)])
 def test_the_avx512_gemm_from_32_vectors(rows, cols, n_vec):
@@ -151,7 +145,7 @@ def test_the_avx512_gemm_from_32_vectors(rows, cols, n_vec):
     independent of its batch, the same floats on ymm and zmm panels, and the streaming tile back, bit for bit the
     one-vector results, with rows_gemm off. Shapes around R16's 16-block groups, the 8- and 16-row panels, the
     32-block pass and the 128-vector group."""
-    traits = nk_traits()
+    traits = type_traits()[R.Q4_1_R16]
     assert traits.float_gemm_from["avx512"] == 32 and traits.kernels["avx512"] == "vec_dot_q4_1r16_q8_0r16_gemm_avx512"
     rng = np.random.default_rng(rows * cols + n_vec)
     raw = random_q4_1(rng, rows, cols)
@@ -174,11 +168,6 @@ def test_the_avx512_gemm_from_32_vectors(rows, cols, n_vec):
         alone = np.stack([run(x[v]) for v in range(n_vec)])
         np.testing.assert_array_equal(off, alone)
         assert not np.array_equal(out[1], alone)
-
-
-def nk_traits():
-    from onewell.runtime.native_types import type_traits
-    return type_traits()[R.Q4_1_R16]
 
 
 @pytest.mark.parametrize("path", PATHS)
