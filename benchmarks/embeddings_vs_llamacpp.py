@@ -9,6 +9,10 @@ the other's (cosine) so a fast wrong answer cannot win. Both servers run with --
 
     python benchmarks/embeddings_vs_llamacpp.py --threads 2 --reps 7 --copies 8
     python benchmarks/embeddings_vs_llamacpp.py --reps 1 --copies 1          # smoke check
+    python benchmarks/embeddings_vs_llamacpp.py --isa avx2                    # both AVX2 paths, on any x86 CPU
+
+--isa avx2|avxvnni compares one ISA path on both sides: onewell's server runs with ONEWELL_ISA set, llama-server is
+the build for that ISA (benchmarks/llamacpp_build.sh --isa, AVX-512 off).
 """
 from __future__ import annotations
 
@@ -31,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "embed_nomic-embed-text-v1.5-f16.jsonl"
 
 
-def native_llama_server() -> Path:
-    """llama-server 11434 built for this CPU (built, or rebuilt for another CPU, by llamacpp_build.sh)"""
-    out = subprocess.run(["bash", str(ROOT / "benchmarks" / "llamacpp_build.sh"), "llama-server"], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
+def built_llama_server(isa: str) -> Path:
+    """llama-server 11434 built for this CPU and ISA (built, or rebuilt for another CPU, by llamacpp_build.sh)"""
+    out = subprocess.run(["bash", str(ROOT / "benchmarks" / "llamacpp_build.sh"), "--isa", isa, "llama-server"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
     return Path(out.strip())
 
 
@@ -73,16 +77,20 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--copies", type=int, default=8, help="the golden texts repeated this often per request")
-    ap.add_argument("--llama-server", type=Path, help="default: the native build (benchmarks/llamacpp_build.sh)")
+    ap.add_argument("--isa", choices=("native", "avx2", "avxvnni"), default="native",
+                    help="the ISA path both sides run (onewell: ONEWELL_ISA; llama.cpp: the build for it)")
+    ap.add_argument("--llama-server", type=Path, help="default: the build for --isa (benchmarks/llamacpp_build.sh)")
     ap.add_argument("--llama-parallel", type=int, default=4, help="llama-server --parallel slots")
     ap.add_argument("--json", type=Path, help="write the measurements here")
     args = ap.parse_args()
 
     model = ensure_model(args.model)
-    args.llama_server = args.llama_server or native_llama_server()
+    args.llama_server = args.llama_server or built_llama_server(args.isa)
     texts = [json.loads(line)["text"] for line in GOLDEN.read_text().splitlines() if line.strip()] * args.copies
     ow_port, ll_port = free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if args.isa != "native":
+        env["ONEWELL_ISA"] = args.isa
     procs = {
         "onewell": subprocess.Popen([sys.executable, "-m", "onewell", "serve", str(model), "--port", str(ow_port),
                                      "--threads", str(args.threads), "--log-level", "warning"],
@@ -113,13 +121,13 @@ def main() -> int:
                          "ratio": ratio, "min_cosine": float(cos.min())})
             print(f"rep {rep}: onewell {rate['onewell']:.1f}/s  llama.cpp {rate['llama.cpp']:.1f}/s  "
                   f"ratio {ratio:.2f}  min cosine {cos.min():.5f}", flush=True)
-        summary = {"inputs_per_request": len(texts), "threads": args.threads, "reps": rows,
+        summary = {"inputs_per_request": len(texts), "threads": args.threads, "isa": args.isa, "reps": rows,
                    "median_ratio": statistics.median(ratios),
                    "median_onewell_per_s": statistics.median(r["onewell_per_s"] for r in rows),
                    "median_llamacpp_per_s": statistics.median(r["llamacpp_per_s"] for r in rows)}
         print(f"median: onewell {summary['median_onewell_per_s']:.1f} embeddings/s, llama.cpp "
               f"{summary['median_llamacpp_per_s']:.1f}/s, median ratio {summary['median_ratio']:.2f} "
-              f"({len(texts)} inputs per request, {args.threads} threads)")
+              f"({len(texts)} inputs per request, {args.threads} threads, ISA {args.isa})")
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2) + "\n")
     finally:

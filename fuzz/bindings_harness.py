@@ -122,6 +122,7 @@ CALLS: dict[str, tuple[int, Build]] = {
     "float_gemm": (1, lambda c, v: (v[0],)),
     "gemm_overlap": (1, lambda c, v: (v[0],)),
     "rows_gemm": (1, lambda c, v: (v[0],)),
+    "rows_gemm_runs": (1, lambda c, v: (_kpath(v[0]),)),
     "r16_act_bytes": (1, lambda c, v: (v[0],)),
     "executor_create": (5, lambda c, v: (*c.native_args, v[0], v[1], v[2], v[3], v[4])),
     "executor_forward": (4, lambda c, v: (c.executor, i32_values(v, v[0]), v[1],

@@ -100,6 +100,20 @@ def test_rows_gemm_off_gives_back_the_exact_tile(wt):
     assert with_rows_gemm(0, lambda: _core.rows_gemm(-1)) == 0
 
 
+def test_rows_gemm_runs_reports_the_setting_else_each_paths_default():
+    """What `onewell bench` prints: the knob where set, else this CPU's default for the path; never on generic/NEON"""
+    paths = _core.kernel_paths()
+    ident = _core.cpu_identity()
+    default = {"avx2": ident["default_rows_gemm_avx2"], "avx2-vnni": ident["default_rows_gemm"],
+               "avx512": ident["default_rows_gemm_avx512"]}
+    for path in paths:
+        assert with_rows_gemm(0, lambda: _core.rows_gemm_runs(path)) is False
+        assert with_rows_gemm(1, lambda: _core.rows_gemm_runs(path)) is (path in default)
+        assert with_rows_gemm(-2, lambda: _core.rows_gemm_runs(path)) is bool(default.get(path, 0))
+    with pytest.raises(ValueError, match="unknown kernel path"):
+        _core.rows_gemm_runs("sse9")
+
+
 @pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("r0, r1", [(0, 1), (3, 19), (5, 37), (16, 48), (40, 41)])
 def test_the_gemm_writes_only_its_rows(wt, r0, r1):

@@ -458,7 +458,7 @@ def streamed_and_tiled(raw, wt, rows, cols, x, path):
         _core.r16_row_stream(before)
 
 
-@pytest.mark.parametrize("wt", [T.F32, T.F16, T.BF16, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.Q4_K, T.Q6_K],
+@pytest.mark.parametrize("wt", [T.F32, T.F16, T.BF16, T.Q2_K, T.Q3_K, T.IQ4_NL, T.IQ4_XS, T.Q4_K, T.Q5_K, T.Q6_K],
                          ids=lambda t: t.name)
 def test_streamed_rows_and_row_tiles_agree(wt):
     """Types without a whole-chunk tile get 4 rows per decode call; the decode entries stream them one at a time

@@ -413,6 +413,16 @@ static PyObject *py_rows_gemm(PyObject *self, PyObject *args) {
     return PyLong_FromLong(before < 0 ? -2 : before);
 }
 
+/* rows_gemm_runs(path) -> whether that kernel path runs its prefill in the rows GEMMs now: the setting where one is
+ * made, else the path's default on this CPU (what `onewell bench` reports) */
+static PyObject *py_rows_gemm_runs(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path_name;
+    ow_kpath path;
+    if (!PyArg_ParseTuple(args, "s", &path_name) || parse_path(path_name, &path) < 0) return NULL;
+    return PyBool_FromLong(ow_rows_gemm_runs(path));
+}
+
 /* r16_act_bytes(bytes, -1 or -2) -> the budget before the call; -1 only reads it, -2 goes back to OW_R16_ACT_BYTES */
 static PyObject *py_r16_act_bytes(PyObject *self, PyObject *args) {
     (void)self;
@@ -442,6 +452,8 @@ PyMethodDef ow_kernel_methods[] = {
      "float_gemm(0, 1 or -1) -> previous setting: prefill as a float GEMM from 32 vectors where a slot has one (Q8_0, F16, BF16 on the AVX2 paths; F16, BF16 on AVX-512) (1) or through the exact tiles (0)"},
     {"rows_gemm", py_rows_gemm, METH_VARARGS,
      "rows_gemm(0, 1, 2, -1 or -2) -> previous setting (-2: unset, each path's default; -1 reads, -2 unsets): prefill batches of 32+ vectors (float_gemm on) in int8 GEMMs with the weight rows in the vector lanes (1; 2: AVX2's Q8_0 signs by xor + sub): Q8_0 on the AVX2 paths, Q4_0 / Q5_0 and the K-quants on every x86 path, Q4_1 / Q5_1 on the AVX2 paths; else Q8_0 as a float GEMM and the others through their exact tiles (0)"},
+    {"rows_gemm_runs", py_rows_gemm_runs, METH_VARARGS,
+     "rows_gemm_runs(path) -> True if that kernel path (e.g. 'avx2') runs its prefill in the int8 rows GEMMs now (the rows_gemm setting, else the path's default here)"},
     {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,
      "r16_act_bytes(bytes, -1 or -2) -> previous activation budget per vector block of the AVX-512 R16 prefill tiles (0 = one block; -1 reads, -2 returns to the default)"},
     {"r16_row_stream", py_r16_row_stream, METH_VARARGS,

@@ -136,19 +136,7 @@ def isa_info() -> dict:
             "wide_tiles": bool(_core.wide_tiles(-1)),   # AVX-512 prefill tiles, two rows per zmm (perf-log 24)
             "float_gemm": bool(_core.float_gemm(-1)),    # prefill as a float GEMM (perf-log 25, 28)
             "gemm_overlap": bool(_core.gemm_overlap(-1)),   # ... its next panel built between micro-kernel calls (28)
-            "rows_gemm": _rows_gemm(default_path())}   # the Q8_0 GEMM in int8, rows in the lanes (perf-log 29)
-
-
-def _rows_gemm(path: str) -> bool:
-    """Whether the path's prefill GEMMs run in int8 with rows in the lanes: the knob's setting, else its default"""
-    from onewell._native import _core
-
-    setting = _core.rows_gemm(-1)
-    if setting >= 0:
-        return bool(setting) and path in ("avx2", "avx2-vnni", "avx512")
-    ident = _core.cpu_identity()
-    return bool({"avx2": ident["default_rows_gemm_avx2"], "avx2-vnni": ident["default_rows_gemm"],
-                 "avx512": ident["default_rows_gemm_avx512"]}.get(path, 0))
+            "rows_gemm": bool(_core.rows_gemm_runs(default_path()))}   # the Q8_0 GEMM in int8, rows in the lanes (perf-log 29)
 
 
 def machine_info() -> dict:

@@ -69,6 +69,14 @@ static _Atomic int rows_gemm = -1;   /* -1: this CPU's default */
 void ow_set_rows_gemm(int mode) { rows_gemm = mode < 0 ? -1 : mode > 2 ? 1 : mode; }
 int ow_rows_gemm_setting(void) { return rows_gemm; }
 int ow_rows_gemm(int path) { const int g = rows_gemm; return g >= 0 ? g : ow_default_rows_gemm(ow_cpu(), path); }
+int ow_rows_gemm_runs(ow_kpath p) {
+    switch (p) {
+    case OW_KPATH_AVX2: return ow_rows_gemm(OW_ROWS_GEMM_AVX2) != 0;
+    case OW_KPATH_AVX2_VNNI: return ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI) != 0;
+    case OW_KPATH_AVX512: return ow_rows_gemm(OW_ROWS_GEMM_AVX512) != 0;
+    default: return 0;   /* generic and NEON have no rows GEMMs */
+    }
+}
 static _Atomic size_t r16_act_bytes = OW_R16_ACT_BYTES;
 void ow_set_r16_act_bytes(size_t bytes) { r16_act_bytes = bytes; }
 void ow_reset_r16_act_bytes(void) { r16_act_bytes = OW_R16_ACT_BYTES; }

@@ -151,6 +151,7 @@ int ow_gemm_overlap(void);
 void ow_set_rows_gemm(int mode);   /* -1: back to each path's default */
 int ow_rows_gemm_setting(void);    /* 0, 1, 2, or -1 while unset */
 int ow_rows_gemm(int path);        /* OW_ROWS_GEMM_* */
+int ow_rows_gemm_runs(ow_kpath p);  /* 1 if kernel path p runs its rows GEMMs now (setting, else default) */
 /* The activation bytes per vector block of the AVX-512 R16 prefill tiles (ow_r16_vector_block; 0: all vectors in
  * one block): until set, OW_R16_ACT_BYTES. 16, 24 and 32 KiB ran the same on the Xeon of docs/perf-log.md entry
  * 25; 24 leaves room in a 32 KiB L1 (Zen 4). The results are the same for any value. */

@@ -355,35 +355,20 @@ OW_INLINE void tile_f32(int64_t n, const uint8_t *w, size_t stride, const void *
 
 /* --- public entries ------------------------------------------------------------------------------------------ */
 
-#define OW_AVX512_ENTRY(name, tile, per_block)                                                     \
+/* rows one by one, or (the K-quants) two at a time from the chunk's two halves: two sequential streams whose
+ * independent work interleaves (a lone row's kept Q6_K decode near 10 GB/s on one core of the Xeon, perf-log entry
+ * 32). The walk of vec_dot_x86_rows.h; no prefetch there, since these tiles prefetch their blocks themselves. */
+#define OW_AVX512_ENTRY(name, tile, per_block, STREAMS)                                            \
     OW_TARGET void vec_dot_##name##_avx512(OW_DOT_ARGS) {                                          \
         const int64_t nb = n_cols / (per_block);                                                   \
-        if (nr == OW_ROW_TILE && !ow_r16_row_stream()) { tile(nb, w, w_stride, x, s, OW_ROW_TILE); return; } \
-        for (int r = 0; r < nr; r++) tile(nb, w + (size_t)r * w_stride, w_stride, x, s + r, 1);    \
+        OW_X86_ROWS(0, STREAMS, tile, )                                                            \
     }
 
-OW_AVX512_ENTRY(q8_0_q8_0, tile_q8_0, OW_QK)
-/* K-quants, when the decode row-stream knob is on: two rows at a time from the chunk's two halves (two sequential
- * streams whose independent work interleaves: a lone row's kept Q6_K decode near 10 GB/s on one core of the Xeon,
- * perf-log entry 32), the odd row last */
-#define OW_AVX512_STREAM_ENTRY(name, tile, per_block)                                              \
-    OW_TARGET void vec_dot_##name##_avx512(OW_DOT_ARGS) {                                          \
-        const int64_t nb = n_cols / (per_block);                                                   \
-        if (nr == OW_ROW_TILE && !ow_r16_row_stream()) { tile(nb, w, w_stride, x, s, OW_ROW_TILE); return; } \
-        const int half = nr / 2;                                                                   \
-        for (int r = 0; r < half; r++) {                                                          \
-            float pair[2];                                                                         \
-            tile(nb, w + (size_t)r * w_stride, (size_t)half * w_stride, x, pair, 2);               \
-            s[r] = pair[0];                                                                        \
-            s[r + half] = pair[1];                                                                 \
-        }                                                                                          \
-        for (int r = 2 * half; r < nr; r++) tile(nb, w + (size_t)r * w_stride, w_stride, x, s + r, 1); \
-    }
-
-OW_AVX512_STREAM_ENTRY(q4_K_q8_K, tile_q4_K, OW_QK_K)
-OW_AVX512_STREAM_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K)
-OW_AVX512_STREAM_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K)
-OW_AVX512_ENTRY(f32_f32, tile_f32, 1)
+OW_AVX512_ENTRY(q8_0_q8_0, tile_q8_0, OW_QK, 1)
+OW_AVX512_ENTRY(q4_K_q8_K, tile_q4_K, OW_QK_K, 2)
+OW_AVX512_ENTRY(q5_K_q8_K, tile_q5_K, OW_QK_K, 2)
+OW_AVX512_ENTRY(q6_K_q8_K, tile_q6_K, OW_QK_K, 2)
+OW_AVX512_ENTRY(f32_f32, tile_f32, 1, 1)
 
 /* --- K-quant prefill tiles: each block of a row unpacked once for KT_VECS vectors ------------------------------
  * Without them a prefill matmul ran the decode kernel above once per vector, unpacking every block (nibbles, the
