@@ -1,5 +1,6 @@
 """Bounds on how far a path's teacher-forced log-probs may sit from llama.cpp's (or the reference's), over
-llama.cpp's top-10 ids per step, split where the differences come from.
+llama.cpp's top-10 ids per step, split where the differences come from; and the two helpers every such test uses
+(log_softmax, aligned_steps).
 
 Below e^-6 (0.25 %), in a confident step, a log-prob is a difference of logits ~10 nats apart and moves by up to
 a nat with float order alone, so every path's largest differences are in that tail; the ids that carry
@@ -13,6 +14,25 @@ import dataclasses
 import numpy as np
 
 HEAD_LOGPROB = -6.0
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-probs over the last axis, in float64"""
+    x = logits.astype(np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def aligned_steps(row: dict):
+    """(completion index, top-10 list) pairs of a golden row. llama.cpp reports probabilities only for tokens that
+    complete a UTF-8 character (a multi-byte character split over tokens shows up once, at its last token), so
+    the entries are matched to completion positions in order by their top-1 id (greedy: the chosen token)."""
+    j = 0
+    for step in row["top_logprobs"]:
+        while row["completion_ids"][j] != step[0]["id"]:
+            j += 1
+        yield j, step
+        j += 1
 
 
 @dataclasses.dataclass(frozen=True)

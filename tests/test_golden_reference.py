@@ -27,6 +27,7 @@ from conftest import read_jsonl
 from onewell.gguf import GGUFReader
 from onewell.models.registry import load_spec
 from onewell.runtime.reference import ReferenceBackend
+from logprob_bounds import aligned_steps, log_softmax
 
 pytestmark = pytest.mark.model
 
@@ -52,24 +53,6 @@ class Forced:
     rows: list[dict]
     logprobs: list[np.ndarray]  # per row: (n_completion, n_vocab) log-softmax at each generated step
     bound: Bound
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = logits.astype(np.float64)
-    x -= x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
-def aligned_steps(row: dict):
-    """(completion index, top-10 list) pairs. llama.cpp reports probabilities only for tokens that complete
-    a UTF-8 character (a multi-byte character split over tokens shows up once, at its last token), so
-    the entries are matched to completion positions in order by their top-1 id (greedy: the chosen token)."""
-    j = 0
-    for step in row["top_logprobs"]:
-        while row["completion_ids"][j] != step[0]["id"]:
-            j += 1
-        yield j, step
-        j += 1
 
 
 @pytest.fixture(scope="module", params=list(CASES))

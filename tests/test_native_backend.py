@@ -27,7 +27,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import read_jsonl
-from logprob_bounds import HEAD_LOGPROB, Bounds
+from logprob_bounds import HEAD_LOGPROB, Bounds, aligned_steps, log_softmax
 
 from onewell._native import _core
 from onewell.errors import ContextOverflowError, UnsupportedError
@@ -492,22 +492,6 @@ def test_threads_default_to_physical_cores(tiny: ModelSpec):
 
 # ----------------------------------------------------------------------------------------------------------
 # Real models against the float reference and llama.cpp
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = logits.astype(np.float64)
-    x -= x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
-def aligned_steps(row: dict):
-    """(completion index, top-10) pairs; llama.cpp reports a multi-byte character once, at its last token."""
-    j = 0
-    for step in row["top_logprobs"]:
-        while row["completion_ids"][j] != step[0]["id"]:
-            j += 1
-        yield j, step
-        j += 1
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from onewell.gguf import GGUFReader
 from onewell.models.registry import load_spec
 from onewell.runtime import native_kernels as nk
 from onewell.runtime.native import NativeBackend
+from logprob_bounds import log_softmax
 
 TOLERANCE_NATS = 1e-3
 # (mean, max) nats over each step's top 10, where a GEMM runs in the layers
@@ -32,12 +33,6 @@ SMOLLM_NOISE = (0.125, 0.75)
 MAX_BATCH = 64
 # the lengths the prefill issue names: tiny, around a 32-row tile, long, and longer than one chunk
 PROMPT_LENGTHS = (1, 2, 31, 32, 33, 300, MAX_BATCH + 1)
-
-
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from onewell.models.registry import load_spec
 from onewell.runtime.native_kernels import available_paths
 from onewell.runtime.reference import ReferenceBackend
 from onewell.tokenizer import Tokenizer
+from logprob_bounds import log_softmax
 
 RECORD = json.loads((DATA / "llamacpp_logits_random.json").read_text(encoding="utf-8"))
 MODELS = list(random_models.RECIPES)
@@ -59,12 +60,6 @@ def model_dir(tmp_path_factory) -> Path:
             f"{name}: the builder no longer makes the model llama.cpp's logits were recorded on; " \
             f"re-record with scripts/record_llamacpp_logits.sh"
     return folder
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = logits.astype(np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
 def at_recorded_ids(name: str, logits: np.ndarray) -> np.ndarray:

@@ -557,20 +557,6 @@ done:
     return result;
 }
 
-static int parse_kpath(const char *name, int *out) {
-    for (int p = 0; p < OW_KPATH_COUNT; p++) {
-        if (strcmp(name, ow_kpath_name((ow_kpath)p))) continue;
-        if (!ow_kpath_available((ow_kpath)p)) {
-            PyErr_Format(PyExc_ValueError, "kernel path %s is not available on this CPU", name);
-            return -1;
-        }
-        *out = p;
-        return 0;
-    }
-    PyErr_Format(PyExc_ValueError, "unknown kernel path %s", name);
-    return -1;
-}
-
 /* executor_configure(capsule, kpath name or None, chunk_rows or 0, profile or -1): change what is given */
 static PyObject *py_executor_configure(PyObject *self, PyObject *args) {
     (void)self;
@@ -582,7 +568,7 @@ static PyObject *py_executor_configure(PyObject *self, PyObject *args) {
     holder *h = get_holder(capsule);
     if (!h) return NULL;
     int kpath = 0;
-    if (kpath_name && parse_kpath(kpath_name, &kpath) < 0) return NULL;
+    if (kpath_name && ow_parse_kpath(kpath_name, &kpath) < 0) return NULL;
     if (chunk_rows < 0 || chunk_rows > (1LL << 30)) {
         PyErr_SetString(PyExc_ValueError, "chunk_rows out of range");
         return NULL;

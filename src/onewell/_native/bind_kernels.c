@@ -10,19 +10,25 @@
 #include "kernels/type_traits.h"
 #include "kv_cache.h"
 
-static int parse_path(const char *name, ow_kpath *out) {
+int ow_parse_kpath(const char *name, int *out) {
     for (int p = 0; p < OW_KPATH_COUNT; p++) {
-        if (!strcmp(name, ow_kpath_name((ow_kpath)p))) {
-            if (!ow_kpath_available((ow_kpath)p)) {
-                PyErr_Format(PyExc_ValueError, "kernel path %s is not available on this CPU", name);
-                return -1;
-            }
-            *out = (ow_kpath)p;
-            return 0;
+        if (strcmp(name, ow_kpath_name((ow_kpath)p))) continue;
+        if (!ow_kpath_available((ow_kpath)p)) {
+            PyErr_Format(PyExc_ValueError, "kernel path %s is not available on this CPU", name);
+            return -1;
         }
+        *out = p;
+        return 0;
     }
     PyErr_Format(PyExc_ValueError, "unknown kernel path %s", name);
     return -1;
+}
+
+static int parse_path(const char *name, ow_kpath *out) {
+    int p;
+    if (ow_parse_kpath(name, &p) < 0) return -1;
+    *out = (ow_kpath)p;
+    return 0;
 }
 
 static int is_act_type(int at) {

@@ -13,4 +13,8 @@ extern PyMethodDef ow_kernel_methods[];   /* bind_kernels.c: quantized matvec/do
 extern PyMethodDef ow_executor_methods[]; /* bind_executor.c: whole forward steps */
 extern PyMethodDef ow_type_methods[];     /* bind_types.c: the type-traits table */
 
+/* A kernel path's name ("avx2", ...) -> its ow_kpath in *out: 0, or -1 with ValueError set (unknown, or not
+ * available on this CPU). bind_kernels.c; every binding that takes a path by name parses it here. */
+int ow_parse_kpath(const char *name, int *out);
+
 #endif
