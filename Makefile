@@ -8,7 +8,7 @@ MODEL  := qwen2.5-coder-0.5b-instruct
 PROMPT := Write a Python function that checks whether a number is prime.
 PYTEST_ARGS ?=
 
-.PHONY: setup native demo test browser sanitize aarch64-tools aarch64-smoke aarch64 clean
+.PHONY: setup native demo test browser sanitize aarch64-tools aarch64-smoke aarch64 x86-cpus-smoke x86-cpus clean
 
 # Re-run the install only when the packaging files change (the stamp records the last install).
 # setuptools >= 77 (it reads pyproject's license field) goes into the venv too, because `make native`
@@ -59,6 +59,15 @@ aarch64-smoke: native aarch64-tools
 # ... and the native Python tests on an arm64 CPython under qemu (ARGS: other pytest arguments or test files).
 aarch64: native aarch64-tools
 	bash scripts/test_aarch64.sh $(ARGS)
+
+# Other x86 CPUs under qemu-x86_64 (scripts/test_x86_cpus.sh): AMD Zen 3 / Zen 2, Intel Haswell (AVX2) and Westmere
+# (no AVX): what the core detects and picks on each, and the native tests run on it. The smoke (CI, about a minute):
+# the dispatch on all four, the kernel tests on Zen 3 and Westmere.
+x86-cpus-smoke: native aarch64-tools
+	ONEWELL_X86_TEST_CPUS="EPYC-Milan Westmere" bash scripts/test_x86_cpus.sh tests/test_native_kernels.py
+
+x86-cpus: native aarch64-tools
+	bash scripts/test_x86_cpus.sh $(ARGS)
 
 clean:
 	rm -rf build src/onewell/_native/*.so .pytest_cache
