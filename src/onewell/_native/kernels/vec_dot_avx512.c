@@ -20,7 +20,6 @@
 #define OW_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define OW_VNNI 2
 #include "vec_dot_x86_256.inc"
-#include "vec_dot_q23k_bf16_x86_256.inc"   /* Q2_K, Q3_K (perf-log 34) */
 #undef OW_SUFFIX
 #undef OW_VNNI
 
