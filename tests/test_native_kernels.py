@@ -238,8 +238,8 @@ def test_wide_avx512_tiles_equal_the_narrow_ones(wt):
     rng = np.random.default_rng(31 + int(wt))
     before = _core.wide_tiles(-1)
     try:
-        for rows, blocks, n_vec in ([] if "avx512" not in PATHS else [(8, 28, 2), (17, 28, 5), (12, 3, 9), (16, 152, 3), (9, 512, 4), (23, 1, 7),
-                                    (10, 7, 17), (3, 4, 6)]):
+        shapes = [(8, 28, 2), (17, 28, 5), (12, 3, 9), (16, 152, 3), (9, 512, 4), (23, 1, 7), (10, 7, 17), (3, 4, 6)]
+        for rows, blocks, n_vec in shapes if "avx512" in PATHS else []:
             cols = 32 * blocks + (13 if wt == T.F16 else 0)
             raw = random_weight(rng, wt, rows, cols)
             x = rng.standard_normal((n_vec, cols)).astype(np.float32)
