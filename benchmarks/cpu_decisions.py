@@ -64,10 +64,10 @@ def decisions() -> list[Decision]:
                  ({"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": overlap},
                   {"float_gemm": 1, "rows_gemm": 0, "gemm_overlap": 1 - overlap})),
         Decision("rows_gemm", "the AVX2 path's Q8_0 / Q4_0 / Q5_0 / K-quant GEMMs in int8 with 8 rows in the vector lanes, "
-                 "Q8_0's signs by vpsignb (1) or xor + sub (2), else Q8_0 in floats and the others through their "
-                 "exact tiles (0) (ow_default_rows_gemm; perf-log 29, 30)", ("avx2",),
+                 "Q8_0's signs by vpsignb (1) or xor + sub (2), or Q8_0 in floats (3), else Q8_0 in floats and the "
+                 "others through their exact tiles (0) (ow_default_rows_gemm; perf-log 29, 30, 41)", ("avx2",),
                  ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),
-                 tuple({"float_gemm": 1, "rows_gemm": m} for m in (rows_avx2,) + others(rows_avx2, (0, 1, 2)))),
+                 tuple({"float_gemm": 1, "rows_gemm": m} for m in (rows_avx2,) + others(rows_avx2, (0, 1, 2, 3)))),
         Decision("rows_gemm_vnni", "the AVX-VNNI path's Q8_0 / Q4_0 / Q5_0 / K-quant GEMMs in int8 with 8 rows in the vector "
                  "lanes (1), else Q8_0 in floats and the others through their exact tiles (0) (ow_default_rows_gemm; "
                  "perf-log 29, 30)", ("avx2-vnni",), ((QWEN_Q8_0, "pp128"), (QWEN_Q4_K_M, "pp128")),

@@ -94,6 +94,8 @@ def test_rows_gemm_off_gives_back_the_exact_tile(wt):
         alone = np.stack([nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
         np.testing.assert_array_equal(with_rows_gemm(0, lambda: nk.matmul(raw, wt, rows, cols, x, path)), alone)
         gemm = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
+        # 3 differs from 1 only in the AVX2 paths' Q8_0 (in floats), not one of these types
+        np.testing.assert_array_equal(with_rows_gemm(3, lambda: nk.matmul(raw, wt, rows, cols, x, path)), gemm)
         assert not np.array_equal(gemm, alone)
         assert np.all(np.abs(gemm - exact) <= RTOL * magnitude)
     # with no x86 path here the slots are not reached; the knob still reads and sets
@@ -109,6 +111,7 @@ def test_rows_gemm_runs_reports_the_setting_else_each_paths_default():
     for path in paths:
         assert with_rows_gemm(0, lambda: _core.rows_gemm_runs(path)) is False
         assert with_rows_gemm(1, lambda: _core.rows_gemm_runs(path)) is (path in default)
+        assert with_rows_gemm(3, lambda: _core.rows_gemm_runs(path)) is (path in default)
         assert with_rows_gemm(-2, lambda: _core.rows_gemm_runs(path)) is bool(default.get(path, 0))
     with pytest.raises(ValueError, match="unknown kernel path"):
         _core.rows_gemm_runs("sse9")

@@ -192,7 +192,7 @@ def test_the_overlap_knob_takes_0_1_or_minus_1_and_defaults_to_a_48_kib_l1():
                                                (7, 32, 200)])
 def test_the_int8_gemm_with_rows_in_lanes_and_the_float_gemm(path, rows, cols, n_vec):
     """With _core.rows_gemm(1) the AVX2 paths run Q8_0 batches from 32 vectors as an int8 GEMM with 8 rows in the
-    lanes (gemm_i8_rows.inc, perf-log 29; 2: AVX2's weight signs by xor + sub), with 0 the float GEMM: each
+    lanes (gemm_i8_rows.inc, perf-log 29; 2: AVX2's weight signs by xor + sub), with 0 and 3 the float GEMM: each
     meets the twin bound, each vector's result is independent of its batch, the int8 variants give the same floats
     as each other and on both paths (vpdpbusd or vpmaddubsw: the same exact block sums and float chain), and not
     the float GEMM's. Shapes around the 8-row panel, the 6-vector micro-kernel, the 32-block pass and the
@@ -204,7 +204,7 @@ def test_the_int8_gemm_with_rows_in_lanes_and_the_float_gemm(path, rows, cols, n
     before = _core.rows_gemm(-1)
     results = {}
     try:
-        for on in (0, 1, 2):
+        for on in (0, 1, 2, 3):
             _core.rows_gemm(on)
             full = nk.matmul(raw, T.Q8_0, rows, cols, x, path)
             assert np.all(np.abs(full - exact) <= RTOL * magnitude), f"rows_gemm {on}, {rows}x{cols}x{n_vec}"
@@ -217,21 +217,23 @@ def test_the_int8_gemm_with_rows_in_lanes_and_the_float_gemm(path, rows, cols, n
     finally:
         _core.rows_gemm(before)
     np.testing.assert_array_equal(results[2], results[1])
+    np.testing.assert_array_equal(results[3], results[0])   # 3: Q8_0 in floats, the other types in int8
     assert not np.array_equal(results[0], results[1])
 
 
 def test_the_rows_knob_reports_its_setting_and_defaults_per_path():
-    for bad in (3, -3):
+    for bad in (4, -3):
         with pytest.raises(ValueError, match="rows_gemm"):
             _core.rows_gemm(bad)
     ident = _core.cpu_identity()
-    assert all(ident[k] in (0, 1, 2) for k in ("default_rows_gemm", "default_rows_gemm_avx2", "default_rows_gemm_avx512"))
+    assert all(ident[k] in (0, 1, 2, 3) for k in ("default_rows_gemm", "default_rows_gemm_avx2", "default_rows_gemm_avx512"))
     fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.rows_gemm(-1))"],
                            capture_output=True, text=True, check=True)
     assert int(fresh.stdout) == -2   # unset: each path's default
     before = _core.rows_gemm(0)
     try:
-        assert _core.rows_gemm(-1) == 0 and _core.rows_gemm(2) == 0 and _core.rows_gemm(1) == 2
+        assert _core.rows_gemm(-1) == 0 and _core.rows_gemm(2) == 0 and _core.rows_gemm(3) == 2
+        assert _core.rows_gemm(1) == 3
         assert _core.rows_gemm(-2) == 1
         assert _core.rows_gemm(-1) == -2
     finally:

@@ -450,11 +450,13 @@ def test_real_model_repack_on_and_off_agree(real_spec):
 
 def test_decode_prefetch_default_is_the_measured_table():
     """Software prefetch of the streaming decode kernels is chosen per CPU from measurements (perf-log entries 3, 17,
-    19): off on AMD Zen 4 EPYC (family 0x19, models 0x10-0x1f), 8 KiB elsewhere; a fresh process starts with this
-    CPU's entry, and setting the knob overrides it."""
+    19, 41): off on AMD Zen 4 EPYC (family 0x19, models 0x10-0x1f) and AMD family 0x17, 8 KiB elsewhere; a fresh
+    process starts with this CPU's entry, and setting the knob overrides it."""
     assert _core.default_prefetch("amd", 0x19, 0x11) == 0      # Zen 4 Genoa: 1.03-1.24x without (entry 19)
     assert _core.default_prefetch("amd", 0x19, 0x10) == 0 and _core.default_prefetch("amd", 0x19, 0x1f) == 0
     assert _core.default_prefetch("amd", 0x19, 0x01) == 8192   # Zen 3: 0.81x without (entry 17)
+    assert _core.default_prefetch("amd", 0x17, 0x01) == 0      # family 0x17 (Zen 2's pipes): 1.14-1.17x without (41)
+    assert _core.default_prefetch("amd", 0x17, 0x31) == 0 and _core.default_prefetch("intel", 0x17, 0x01) == 8192
     assert _core.default_prefetch("amd", 0x19, 0x20) == 8192
     assert _core.default_prefetch("amd", 0x1a, 0x02) == 8192
     assert _core.default_prefetch("intel", 0x19, 0x11) == 8192

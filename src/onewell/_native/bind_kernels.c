@@ -402,16 +402,17 @@ static PyObject *py_gemm_overlap(PyObject *self, PyObject *args) {
                        "micro-kernel calls) or -1 (read)", ow_gemm_overlap, ow_set_gemm_overlap);
 }
 
-/* rows_gemm(0, 1, 2, -1 or -2) -> the setting before the call: 0, 1 or 2 on both AVX2 paths, or -2 while unset
+/* rows_gemm(0 to 3, -1 or -2) -> the setting before the call: 0 to 3 on every path, or -2 while unset
  * (each path's default); -1 only reads it, -2 unsets it. Unlike the other switches it reports the setting, not what a
  * path runs, since the two paths' defaults differ (cpu_identity: default_rows_gemm, default_rows_gemm_avx2). */
 static PyObject *py_rows_gemm(PyObject *self, PyObject *args) {
     (void)self;
     int on;
     if (!PyArg_ParseTuple(args, "i", &on)) return NULL;
-    if (on < -2 || on > 2) {
+    if (on < -2 || on > 3) {
         PyErr_SetString(PyExc_ValueError, "rows_gemm: 0 (the float GEMM), 1 (int8, 8 rows in the lanes), 2 (the same, "
-                                          "AVX2's signs by xor + sub), -1 (read) or -2 (each path's default)");
+                                          "AVX2's signs by xor + sub), 3 (the same but the AVX2 paths' Q8_0, in "
+                                          "floats), -1 (read) or -2 (each path's default)");
         return NULL;
     }
     const int before = ow_rows_gemm_setting();
@@ -457,7 +458,7 @@ PyMethodDef ow_kernel_methods[] = {
     {"float_gemm", py_float_gemm, METH_VARARGS,
      "float_gemm(0, 1 or -1) -> previous setting: prefill as a float GEMM from 32 vectors where a slot has one (Q8_0, F16, BF16 on the AVX2 paths; F16, BF16 on AVX-512) (1) or through the exact tiles (0)"},
     {"rows_gemm", py_rows_gemm, METH_VARARGS,
-     "rows_gemm(0, 1, 2, -1 or -2) -> previous setting (-2: unset, each path's default; -1 reads, -2 unsets): prefill batches of 32+ vectors (float_gemm on) in int8 GEMMs with the weight rows in the vector lanes (1; 2: AVX2's Q8_0 signs by xor + sub): Q8_0 on the AVX2 paths, Q4_0 / Q5_0 and the K-quants on every x86 path, Q4_1 / Q5_1 on the AVX2 paths; else Q8_0 as a float GEMM and the others through their exact tiles (0)"},
+     "rows_gemm(0 to 3, -1 or -2) -> previous setting (-2: unset, each path's default; -1 reads, -2 unsets): prefill batches of 32+ vectors (float_gemm on) in int8 GEMMs with the weight rows in the vector lanes (1; 2: AVX2's Q8_0 signs by xor + sub; 3: the AVX2 paths' Q8_0 in floats): Q8_0 on the AVX2 paths, Q4_0 / Q5_0 and the K-quants on every x86 path, Q4_1 / Q5_1 on the AVX2 paths; else Q8_0 as a float GEMM and the others through their exact tiles (0)"},
     {"rows_gemm_runs", py_rows_gemm_runs, METH_VARARGS,
      "rows_gemm_runs(path) -> True if that kernel path (e.g. 'avx2') runs its prefill in the int8 rows GEMMs now (the rows_gemm setting, else the path's default here)"},
     {"r16_act_bytes", py_r16_act_bytes, METH_VARARGS,

@@ -29,7 +29,7 @@ typedef struct {
 
 const ow_cpu_features *ow_cpu(void);
 /* The decode kernels' software prefetch distance (bytes ahead of the weight stream, 0 = off) measured best on CPUs
- * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17 and 19), 8 KiB elsewhere. */
+ * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17, 19 and 41), 8 KiB elsewhere. */
 size_t ow_default_prefetch(const ow_cpu_features *f);
 /* ... of the F16 decode streams (2 bytes a weight), where measured apart: 16 KiB on Intel Xeons with AMX (1.09-1.15x
  * faster F16 decode there than at 8 KiB, perf-log entry 24); elsewhere ow_default_prefetch. */
@@ -52,8 +52,8 @@ int ow_default_gemm_overlap(const ow_cpu_features *f);
 /* 1 where a Q8_0 GEMM of the AVX2 paths is faster in int8 with 8 rows in the lanes than in floats (2: on the AVX2
  * path, the weights' signs by xor + sub), and the other 32-element types and the K-quants than their tiles.
  * Measured on an Intel Xeon with AMX, whose cores are Alder Lake's P-cores (perf-log entries 29, 30): Q8_0 on
- * AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x); Qwen Q4_K_M's K-quants 1.07-1.35x. Not yet on AMD, where the
- * integer multiplies share the FMA pipes as there (entry 20): 1 until measured (cpu_decisions.py, rows_gemm). */
+ * AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x); Qwen Q4_K_M's K-quants 1.07-1.35x. 3 on the AVX2
+ * path of AMD family 0x17 (entry 41): Q8_0 in floats there (1.13-1.17x the int8 GEMM), the other types in int8. */
 int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* (matvec.h) */
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not

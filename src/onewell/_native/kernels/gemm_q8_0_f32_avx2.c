@@ -24,21 +24,24 @@
  * OW_FLOAT_GEMM_MIN_VECS vectors, or any batch with the float_gemm knob off, go to the path's int8 tile (which
  * sends one vector to the decode kernel) */
 TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS) {
+    const int rows = ow_rows_gemm(OW_ROWS_GEMM_AVX2);
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm())
         vec_dot_q8_0_q8_0_tile_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2) == 2)
+    else if (rows == 2)
         vec_dot_q8_0_q8_0_rows_avx2_mask(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2))
+    else if (rows == 1)
         vec_dot_q8_0_q8_0_rows_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else
         gf_gemm(q8_0_vectors, q8_0_panel_part, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
 }
 
-/* (each path runs the int8 GEMM with rows in the lanes instead while ow_rows_gemm(path), gemm_i8_rows.inc) */
+/* (each path runs the int8 GEMM with rows in the lanes instead while ow_rows_gemm(path) is 1 or 2,
+ * gemm_i8_rows.inc; 3 keeps Q8_0 in floats while the other types run their int8 GEMMs: on a CPU whose integer
+ * multiplies have one pipe and FMAs two, perf-log 41) */
 TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS) {
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm())
         vec_dot_q8_0_q8_0_tile_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI))
+    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI) == 1 || ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI) == 2)
         vec_dot_q8_0_q8_0_rows_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else
         gf_gemm(q8_0_vectors, q8_0_panel_part, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);

@@ -66,7 +66,7 @@ static _Atomic int gemm_overlap = -1;   /* -1: this CPU's default */
 void ow_set_gemm_overlap(int on) { gemm_overlap = on != 0; }
 int ow_gemm_overlap(void) { const int g = gemm_overlap; return g >= 0 ? g : ow_default_gemm_overlap(ow_cpu()); }
 static _Atomic int rows_gemm = -1;   /* -1: this CPU's default */
-void ow_set_rows_gemm(int mode) { rows_gemm = mode < 0 ? -1 : mode > 2 ? 1 : mode; }
+void ow_set_rows_gemm(int mode) { rows_gemm = mode < 0 ? -1 : mode > 3 ? 1 : mode; }
 int ow_rows_gemm_setting(void) { return rows_gemm; }
 int ow_rows_gemm(int path) { const int g = rows_gemm; return g >= 0 ? g : ow_default_rows_gemm(ow_cpu(), path); }
 int ow_rows_gemm_runs(ow_kpath p) {

@@ -141,15 +141,16 @@ int ow_float_gemm(void);
 void ow_set_gemm_overlap(int on);
 int ow_gemm_overlap(void);
 /* Whether prefill batches of OW_FLOAT_GEMM_MIN_VECS+ vectors run the int8 GEMM with 8 rows in the lanes
- * (gemm_i8_rows.inc, gemm_k_rows.inc; 1, or 2: on the AVX2 path Q8_0's signs by xor + sub instead of vpsignb)
- * instead of the float GEMM (Q8_0) or the exact tiles (the other 32-element types, the K-quants) (0): on every path
+ * (gemm_i8_rows.inc, gemm_k_rows.inc; 1, or 2: on the AVX2 path Q8_0's signs by xor + sub instead of vpsignb; 3:
+ * all but the AVX2 paths' Q8_0, which runs the float GEMM) instead of the float GEMM (Q8_0) or the exact tiles (the
+ * other 32-element types, the K-quants) (0): on every path
  * once set, else this CPU's ow_default_rows_gemm for the path (docs/perf-log.md, entries 29, 30). The int8 variants give the same floats; they and the float GEMM
  * round differently from the tiles. */
 #define OW_ROWS_GEMM_AVX2 0
 #define OW_ROWS_GEMM_AVX2_VNNI 1
 #define OW_ROWS_GEMM_AVX512 2
 void ow_set_rows_gemm(int mode);   /* -1: back to each path's default */
-int ow_rows_gemm_setting(void);    /* 0, 1, 2, or -1 while unset */
+int ow_rows_gemm_setting(void);    /* 0 to 3, or -1 while unset */
 int ow_rows_gemm(int path);        /* OW_ROWS_GEMM_* */
 int ow_rows_gemm_runs(ow_kpath p);  /* 1 if kernel path p runs its rows GEMMs now (setting, else default) */
 /* The activation bytes per vector block of the AVX-512 R16 prefill tiles (ow_r16_vector_block; 0: all vectors in
