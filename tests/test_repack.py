@@ -455,7 +455,7 @@ def test_decode_prefetch_default_is_the_measured_table():
     assert _core.default_prefetch("amd", 0x19, 0x11) == 0      # Zen 4 Genoa: 1.03-1.24x without (entry 19)
     assert _core.default_prefetch("amd", 0x19, 0x10) == 0 and _core.default_prefetch("amd", 0x19, 0x1f) == 0
     assert _core.default_prefetch("amd", 0x19, 0x01) == 8192   # Zen 3: 0.81x without (entry 17)
-    assert _core.default_prefetch("amd", 0x17, 0x01) == 0      # family 0x17 (Zen 2's pipes): 1.14-1.17x without (41)
+    assert _core.default_prefetch("amd", 0x17, 0x01) == 0      # family 0x17 (Zen 1 EPYC): 1.14-1.17x without (41)
     assert _core.default_prefetch("amd", 0x17, 0x31) == 0 and _core.default_prefetch("intel", 0x17, 0x01) == 8192
     assert _core.default_prefetch("amd", 0x19, 0x20) == 8192
     assert _core.default_prefetch("amd", 0x1a, 0x02) == 8192

@@ -127,8 +127,8 @@ size_t ow_default_prefetch(const ow_cpu_features *f) {
      * only costs, 1.03-1.24x faster decode without it on every path and model measured (perf-log entry 19).
      * Zen 3 (entry 17: without it 0.81x) and the AVX-512 machine of entry 3 gain from it, as other CPUs may. */
     if (f->amd && f->family == 0x19 && f->model >= 0x10 && f->model <= 0x1f) return 0;
-    /* AMD family 0x17 (Zen, Zen+, Zen 2): measured on a KVM guest reporting model 1 whose pipe timings are Zen 2's
-     * (one integer-multiply pipe, two FMA pipes): 1.14-1.17x faster Q8_0 decode without, F16 1.05-1.08x (entry 41) */
+    /* AMD family 0x17 (Zen, Zen+, Zen 2): measured on one, a KVM guest reporting model 1 (Zen 1's EPYC; its decode
+     * speeds fit 256-bit work split in two): 1.14-1.17x faster Q8_0 decode without, F16 1.05-1.08x (entry 41) */
     if (f->amd && f->family == 0x17) return 0;
     return 8192;
 }
@@ -152,9 +152,9 @@ int ow_default_float_gemm(const ow_cpu_features *f) {
 int ow_default_gemm_overlap(const ow_cpu_features *f) { return f->l1d_kib >= 48; }
 
 int ow_default_rows_gemm(const ow_cpu_features *f, int path) {
-    /* AMD family 0x17 (Zen 2's pipes, entry 41): vpmaddubsw and vpmaddwd share its one integer-multiply pipe while
-     * FMAs have two, so Q8_0 prefill is 1.13-1.17x faster as the float GEMM; the other types' rows GEMMs still beat
-     * their tiles (Qwen Q4_K_M 1.56x) */
+    /* AMD family 0x17 (entry 41): vpmaddubsw and vpmaddwd share one integer-multiply pipe while FMAs have two, so
+     * Q8_0 prefill is 1.13-1.17x faster as the float GEMM; the other types' rows GEMMs still beat their tiles
+     * (Qwen Q4_K_M 1.56x) */
     if (f->amd && f->family == 0x17 && path == OW_ROWS_GEMM_AVX2) return 3;
     return 1;
 }

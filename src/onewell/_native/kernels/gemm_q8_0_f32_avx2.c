@@ -39,9 +39,10 @@ TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2(OW_TILE_ARGS) {
  * gemm_i8_rows.inc; 3 keeps Q8_0 in floats while the other types run their int8 GEMMs: on a CPU whose integer
  * multiplies have one pipe and FMAs two, perf-log 41) */
 TA_TARGET void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS) {
+    const int rows = ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI);
     if (n_vec < OW_FLOAT_GEMM_MIN_VECS || !ow_float_gemm())
         vec_dot_q8_0_q8_0_tile_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-    else if (ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI) == 1 || ow_rows_gemm(OW_ROWS_GEMM_AVX2_VNNI) == 2)
+    else if (rows == 1 || rows == 2)
         vec_dot_q8_0_q8_0_rows_avx2_vnni(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
     else
         gf_gemm(q8_0_vectors, q8_0_panel_part, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
