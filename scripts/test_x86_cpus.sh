@@ -54,14 +54,13 @@ cd "$ROOT"
 status=0
 for cpu in $CPUS; do
     want=$(expected "$cpu")
-    # "vendor family paths default|the CPU's default kernel choices", read by the core under that CPU
+    # "vendor family paths default-path prefetch rows-GEMM|what else it chose", read by the core under that CPU
     seen=$("$QEMU" -cpu "$cpu" "$PY" - 2>/dev/null <<'PY'
 from onewell._native import _core
 i = _core.cpu_identity()
 print(i["vendor"], i["family"], ",".join(_core.kernel_paths()), _core.kernel_default_path(), i["default_prefetch"],
       i["default_rows_gemm_avx2"], end="|")
-print(f"decode prefetch {i['default_prefetch']} B, F16 {i['default_f16_prefetch']} B, rows GEMM on AVX2",
-      f"{i['default_rows_gemm_avx2']}, L1d {i['l1d_kib']} KiB")
+print(f"F16 prefetch {i['default_f16_prefetch']} B, L1d {i['l1d_kib']} KiB")
 PY
 )
     got=${seen%%|*}

@@ -1,5 +1,4 @@
 #include "cpu_features.h"
-#include "kernels/matvec.h"   /* OW_ROWS_GEMM_* */
 
 #include <stdlib.h>
 #include <string.h>

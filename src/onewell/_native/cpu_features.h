@@ -54,7 +54,10 @@ int ow_default_gemm_overlap(const ow_cpu_features *f);
  * Measured on an Intel Xeon with AMX, whose cores are Alder Lake's P-cores (perf-log entries 29, 30): Q8_0 on
  * AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x); Qwen Q4_K_M's K-quants 1.07-1.35x. 3 on the AVX2
  * path of AMD family 0x17 (entry 41): Q8_0 in floats there (1.13-1.17x the int8 GEMM), the other types in int8. */
-int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* (matvec.h) */
+#define OW_ROWS_GEMM_AVX2 0
+#define OW_ROWS_GEMM_AVX2_VNNI 1
+#define OW_ROWS_GEMM_AVX512 2
+int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* */
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not
  * cap). */

@@ -146,12 +146,9 @@ int ow_gemm_overlap(void);
  * other 32-element types, the K-quants) (0): on every path
  * once set, else this CPU's ow_default_rows_gemm for the path (docs/perf-log.md, entries 29, 30). The int8 variants give the same floats; they and the float GEMM
  * round differently from the tiles. */
-#define OW_ROWS_GEMM_AVX2 0
-#define OW_ROWS_GEMM_AVX2_VNNI 1
-#define OW_ROWS_GEMM_AVX512 2
 void ow_set_rows_gemm(int mode);   /* -1: back to each path's default */
 int ow_rows_gemm_setting(void);    /* 0 to 3, or -1 while unset */
-int ow_rows_gemm(int path);        /* OW_ROWS_GEMM_* */
+int ow_rows_gemm(int path);        /* OW_ROWS_GEMM_* (cpu_features.h) */
 int ow_rows_gemm_runs(ow_kpath p);  /* 1 if kernel path p runs its rows GEMMs now (setting, else default) */
 /* The activation bytes per vector block of the AVX-512 R16 prefill tiles (ow_r16_vector_block; 0: all vectors in
  * one block): until set, OW_R16_ACT_BYTES. 16, 24 and 32 KiB ran the same on the Xeon of docs/perf-log.md entry
