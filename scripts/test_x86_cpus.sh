@@ -39,13 +39,14 @@ say() { printf '[test_x86_cpus] %s\n' "$*" >&2; }
 command -v "$QEMU" >/dev/null || { say "$QEMU not found: install qemu-user (make aarch64-tools)"; exit 1; }
 
 # what each CPU model must look like to the core: vendor family paths default-path, then the per-CPU choices that
-# differ between them (cpu_features.c): decode prefetch bytes, the AVX2 rows-GEMM mode
+# differ between them (cpu_features.c): decode prefetch bytes, the AVX2 rows-GEMM mode, whether AVX2 repacks Q8_0
+# to R8
 expected() {
     case $1 in
-    EPYC-Milan) echo "amd 25 generic,avx2 avx2 8192 1" ;;   # Zen 3: prefetch pays (perf-log 17)
-    EPYC-Rome) echo "amd 23 generic,avx2 avx2 0 3" ;;       # family 0x17: no prefetch, Q8_0 GEMM in floats (41)
-    Haswell) echo "intel 6 generic,avx2 avx2 8192 1" ;;
-    Westmere) echo "intel 6 generic generic 8192 1" ;;
+    EPYC-Milan) echo "amd 25 generic,avx2 avx2 8192 1 0" ;;   # Zen 3: prefetch pays (perf-log 17)
+    EPYC-Rome) echo "amd 23 generic,avx2 avx2 0 3 1" ;;       # family 0x17: no prefetch, Q8_0 GEMM in floats (41), R8 (42)
+    Haswell) echo "intel 6 generic,avx2 avx2 8192 1 0" ;;
+    Westmere) echo "intel 6 generic generic 8192 1 0" ;;
     *) echo "" ;;
     esac
 }
@@ -54,12 +55,12 @@ cd "$ROOT"
 status=0
 for cpu in $CPUS; do
     want=$(expected "$cpu")
-    # "vendor family paths default-path prefetch rows-GEMM|what else it chose", read by the core under that CPU
+    # "vendor family paths default-path prefetch rows-GEMM R8|what else it chose", read by the core under that CPU
     seen=$("$QEMU" -cpu "$cpu" "$PY" - 2>/dev/null <<'PY'
 from onewell._native import _core
 i = _core.cpu_identity()
 print(i["vendor"], i["family"], ",".join(_core.kernel_paths()), _core.kernel_default_path(), i["default_prefetch"],
-      i["default_rows_gemm_avx2"], end="|")
+      i["default_rows_gemm_avx2"], i["default_q8_0_r8"], end="|")
 print(f"F16 prefetch {i['default_f16_prefetch']} B, L1d {i['l1d_kib']} KiB")
 PY
 )

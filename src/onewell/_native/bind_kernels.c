@@ -256,17 +256,29 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): rows of a type with a repacked layout
- * (the table's repack_to: Q8_0 and Q5_0 -> Q8_0 R16, Q4_1 -> Q4_1 R16) -> rows of that layout */
+/* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride[, dst_type]): rows of a type with a
+ * repacked layout (the table's repack_to: Q8_0 and Q5_0 -> Q8_0 R16, Q4_1 -> Q4_1 R16) -> rows of that layout, or of
+ * dst_type, an own layout whose row says it is built from src_type (repack_from: Q8_0 -> Q8_0 R8) */
 static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     (void)self;
-    int st;
+    int st, dt = -1;
     Py_buffer src, dst;
     Py_ssize_t src_row_bytes, rows, n_cols, dst_stride;
-    if (!PyArg_ParseTuple(args, "iy*nnnw*n", &st, &src, &src_row_bytes, &rows, &n_cols, &dst, &dst_stride)) return NULL;
+    if (!PyArg_ParseTuple(args, "iy*nnnw*n|i", &st, &src, &src_row_bytes, &rows, &n_cols, &dst, &dst_stride, &dt))
+        return NULL;
     PyObject *result = NULL;
     const ow_type_traits_t *t = ow_type_traits(st);
-    if (!t || !t->repack) {
+    ow_repack_fn repack = t && !t->repacked ? t->repack : NULL;
+    if (repack && dt != -1 && dt != t->repack_to) {   /* another layout of the same source */
+        const ow_type_traits_t *d = ow_type_traits(dt);
+        repack = d && d->repacked && d->repack && d->repack_from == st ? d->repack : NULL;
+        if (!repack) {
+            PyErr_Format(PyExc_ValueError, "repack_r16: type %d has no layout %d", st, dt);
+            goto done;
+        }
+    }
+    if (dt == -1 && t) dt = t->repack_to;
+    if (!repack) {
         char names[128] = "";
         for (int id = 0; id < OW_GGML_TYPE_SLOTS; id++) {
             const ow_type_traits_t *r = ow_type_traits(id);
@@ -282,7 +294,7 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     const size_t blocks = (size_t)(n_cols / t->block_size);
     const size_t packed = blocks * t->block_bytes;
     if (rows < 0 || src_row_bytes < (Py_ssize_t)packed ||
-        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes((ow_ggml_type)t->repack_to))) {
+        dst_stride < (Py_ssize_t)(blocks * ow_type_block_bytes((ow_ggml_type)dt))) {
         PyErr_SetString(PyExc_ValueError, "repack_r16: negative rows, or a row size below the packed size");
         goto done;
     }
@@ -291,7 +303,7 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
         goto done;
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = t->repack(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
+    status = repack(src.buf, (size_t)src_row_bytes, rows, n_cols, dst.buf, (size_t)dst_stride);
     Py_END_ALLOW_THREADS
     if (status) { PyErr_SetString(PyExc_ValueError, "repack_r16: inconsistent sizes"); goto done; }
     result = Py_NewRef(Py_None);
@@ -335,20 +347,21 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
  * "default_wide_tiles", "default_float_gemm", "l1d_kib", "default_gemm_overlap", "default_rows_gemm",
- * "default_rows_gemm_avx2", "default_rows_gemm_avx512"}
+ * "default_rows_gemm_avx2", "default_rows_gemm_avx512", "default_q8_0_r8"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
     (void)args;
     const ow_cpu_features *f = ow_cpu();
-    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
+    return Py_BuildValue("{s:s,s:i,s:i,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "vendor", f->amd ? "amd" : (f->intel ? "intel" : ""),
                          "family", f->family, "model", f->model, "default_prefetch",
                          (Py_ssize_t)ow_default_prefetch(f), "default_f16_prefetch",
                          (Py_ssize_t)ow_default_f16_prefetch(f), "default_wide_tiles", ow_default_wide_tiles(f),
                          "default_float_gemm", ow_default_float_gemm(f), "l1d_kib", f->l1d_kib,
                          "default_gemm_overlap", ow_default_gemm_overlap(f), "default_rows_gemm", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX2_VNNI),
                          "default_rows_gemm_avx2", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX2),
-                         "default_rows_gemm_avx512", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX512));
+                         "default_rows_gemm_avx512", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX512),
+                         "default_q8_0_r8", ow_default_q8_0_r8(f));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
@@ -445,7 +458,8 @@ PyMethodDef ow_kernel_methods[] = {
     {"kv_store", py_kv_store, METH_VARARGS, "kv_store(kv_type, x, head_dim, n_rows, out, path): rows as the KV cache stores them"},
     {"matmul", py_matmul, METH_VARARGS, "matmul(wt, w, row_bytes, n_cols, xq, xq_stride, n_vec, y, y_stride, r0, r1, path)"},
     {"repack_r16", py_repack_r16, METH_VARARGS,
-     "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride): Q8_0/Q5_0 rows -> Q8_0 R16 rows, Q4_1 -> Q4_1 R16"},
+     "repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride[, dst_type]): Q8_0/Q5_0 rows -> Q8_0 R16 "
+     "rows, Q4_1 -> Q4_1 R16; dst_type Q8_0 R8: Q8_0 rows -> Q8_0 R8"},
     {"cpu_identity", py_cpu_identity, METH_NOARGS, "cpu_identity() -> vendor, family, model, default_prefetch"},
     {"default_prefetch", py_default_prefetch, METH_VARARGS,
      "default_prefetch(vendor, family, model) -> software prefetch bytes chosen for such a CPU (0 = off)"},

@@ -39,9 +39,10 @@ static PyObject *row_dict(int id, const ow_type_traits_t *t) {
     PyObject *gemm_from = per_path(t, PER_PATH_FLOAT_GEMM);
     PyObject *row = NULL;
     if (kernels && act_quant && gemm_from)
-        row = Py_BuildValue("{s:i,s:s,s:L,s:n,s:N,s:N,s:O,s:O,s:O,s:O,s:O,s:O}", "id", id, "name", t->name,
+        row = Py_BuildValue("{s:i,s:s,s:L,s:n,s:N,s:N,s:N,s:O,s:O,s:O,s:O,s:O,s:O}", "id", id, "name", t->name,
                             "block_size", (long long)t->block_size, "block_bytes", (Py_ssize_t)t->block_bytes,
                             "act_type", optional_type(t->act_type), "repack_to", optional_type(t->repack_to),
+                            "repack_from", optional_type(t->repacked && t->repack ? t->repack_from : -1),
                             "executor_weight", t->executor_weight ? Py_True : Py_False,
                             "repacked", t->repacked ? Py_True : Py_False,
                             "dequant_row", t->to_float ? Py_True : Py_False, "kernels", kernels,
@@ -74,7 +75,7 @@ static PyObject *py_type_traits(PyObject *self, PyObject *args) {
 
 PyMethodDef ow_type_methods[] = {
     {"type_traits", py_type_traits, METH_NOARGS,
-     "type_traits() -> one dict per type: id, name, block_size, block_bytes, act_type, repack_to, executor_weight, "
+     "type_traits() -> one dict per type: id, name, block_size, block_bytes, act_type, repack_to, repack_from, executor_weight, "
      "repacked, dequant_row, kernels {path: name}, act_quant {path: name}"},
     {NULL, NULL, 0, NULL},
 };

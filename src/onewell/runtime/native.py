@@ -6,8 +6,8 @@ decoding) the argmax. The weights stay quantized in the GGUF mapping; activation
 the matmuls, as llama.cpp does. On the AVX-512 kernel path, Q8_0 matrices are repacked once at load into
 the Q8_0 R16 layout and Q4_1 ones into Q4_1 R16 (lossless; Q4_1's min term is taken from f32 d_x * sum(x_q)
 instead of ggml's fp16 s, a ~2^-11 relative difference of that term), which that path streams far faster; the
-copies cost memory,
-shown by info()["repacked"]. Inputs longer than max_batch are run in chunks of max_batch tokens; chunks
+copies cost memory, shown by info()["repacked"]. On the AVX2 path of AMD family 0x17 CPUs, Q8_0 matrices become
+Q8_0 R8 instead (the same bytes reordered, onewell.quant.repack_r8; decode 1.24-1.31x there). Inputs longer than max_batch are run in chunks of max_batch tokens; chunks
 before the last skip the output projection unless every token's logits are wanted.
 
     backend = NativeBackend(spec, n_ctx=4096, threads=None, max_batch=128)

@@ -52,8 +52,14 @@ DEFAULT_REPACK: dict[str, frozenset[str]] = {
 
 
 def default_repack(path: str | None) -> frozenset[str]:
-    """The weight types a backend on kernel path `path` (None = this CPU's default) repacks at load unless told."""
-    return DEFAULT_REPACK.get(path or default_path(), frozenset())
+    """The weight types (and layouts built on request) a backend on kernel path `path` (None = this CPU's default)
+    repacks at load unless told: DEFAULT_REPACK's row, plus this CPU's own choice where one was measured (the AVX2
+    path of AMD family 0x17 repacks Q8_0 to Q8_0 R8: _core.cpu_identity()["default_q8_0_r8"], perf-log entry 42)."""
+    path = path or default_path()
+    chosen = DEFAULT_REPACK.get(path, frozenset())
+    if path == "avx2" and _core().cpu_identity()["default_q8_0_r8"]:
+        chosen = chosen | {"q8_0_r8"}
+    return chosen
 
 
 def rounds_bf16_activations(path: str | None) -> bool:
@@ -75,7 +81,14 @@ def batch_exact(weight_type, n_vec: int, isa: str | None = None, repacked: bool 
 
     path = resolve_path(isa)
     traits = type_traits()[int(_weight_type(weight_type))]
-    if traits.repack_to is not None and (traits.name in default_repack(path) if repacked is None else repacked):
+    if repacked is None:   # the layout a backend on that path converts it to, if any (a layout named wins)
+        chosen = default_repack(path)
+        named = [t for t in type_traits().values() if t.repack_from == traits.id and t.name in chosen]
+        if named:
+            traits = named[0]
+        elif traits.repack_to is not None and traits.name in chosen:
+            traits = type_traits()[traits.repack_to]
+    elif repacked and traits.repack_to is not None:
         traits = type_traits()[traits.repack_to]
     start = traits.float_gemm_from[path]
     return start is None or n_vec < start or not _core().float_gemm(-1)

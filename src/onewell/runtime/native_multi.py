@@ -69,8 +69,9 @@ class NativeMultiBackend:
         "avx512"; None = the best this CPU has, capped by ONEWELL_ISA). chunk_rows: matmul rows per claimed
         chunk (a tuning knob; None = default). repack: convert Q8_0, Q5_0 and Q4_1 matrices (all but the
         embedding table of the token gather) to their R16 layouts at load; None = the path's choice
-        (native_kernels.DEFAULT_REPACK), True / False all or none, or a collection of the types to convert
-        ("q8_0", ...). Every path computes every layout correctly. plan: reuse one
+        (native_kernels.default_repack: DEFAULT_REPACK and the CPU's own), True / False all or none, or a
+        collection of the types to convert ("q8_0", ...) and of layouts built on request ("q8_0_r8": Q8_0 to
+        Q8_0 R8). Every path computes every layout correctly. plan: reuse one
         built for these weights (and its repacked copies) instead. kv_type: the KV caches' element type, "f32",
         "f16" (None: the default) or "q8_0" (head_dim a multiple of 32); runtime/kv_cache.py."""
         self.n_seq = _positive_int("n_seq", n_seq)

@@ -1,12 +1,14 @@
-"""The native R16 layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h): load-time repacking and matmuls.
+"""The native load-time layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h, q8_0_r8.h): repacking and matmuls.
 
-    layout_for(weight_type)                        -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in)
-    repack(raw, weight_type, rows, cols)          -> uint8 [rows, stride] in layout_for(weight_type), 64-byte aligned
-    quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]); both layouts take it
+    layout_for(weight_type, layout=None)           -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in); or `layout`
+                                                      (Q8_0_R8) after checking it is built from weight_type
+    repack(raw, weight_type, rows, cols, layout=None) -> uint8 [rows, stride] in layout_for(...), 64-byte aligned
+    quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]): the R16 layouts'
     matmul(packed, rows, cols, x, isa=None, layout=Q8_0_R16) -> float32 [n_vec, rows] (or [rows])
     matmul_bench(packed, rows, cols, x, n_iter, isa=None, layout=Q8_0_R16) -> seconds
 
-The numpy twins are in onewell.quant.repack (same bytes). Arguments are checked here before C sees them.
+Q8_0 R8 takes plain Q8_0 activations. The numpy twins are in onewell.quant.repack and onewell.quant.repack_r8
+(same bytes). Arguments are checked here before C sees them.
 """
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ from onewell._native import _core
 from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
+from onewell.quant.repack_r8 import Q8_0_R8
+from onewell.quant.repack_r8 import row_bytes as r8_row_bytes
 from onewell.runtime.native_kernels import _check_activations, resolve_path
-from onewell.runtime.native_types import repack_layouts
+from onewell.runtime.native_kernels import quantize_act as quantize_plain_act
+from onewell.runtime.native_types import layout_sources, repack_layouts
 
 LAYOUTS = repack_layouts()   # ggml type -> its R16 layout, from the native type-traits table
 SOURCE_TYPES = frozenset(t for t, layout in LAYOUTS.items() if layout == Q8_0_R16)   # repacked to Q8_0 R16
-_STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride}
+_STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride, Q8_0_R8: r8_row_bytes}
 ALIGN = 64
 HUGE_PAGE = 2 << 20
 
@@ -56,27 +61,33 @@ def _dims(rows, cols) -> tuple[int, int]:
     return int(rows), int(cols)
 
 
-def layout_for(weight_type) -> int:
-    """The repacked layout a ggml weight type converts to: Q8_0_R16 (Q8_0, Q5_0) or Q4_1_R16 (Q4_1)."""
+def layout_for(weight_type, layout: int | None = None) -> int:
+    """The repacked layout a ggml weight type converts to: Q8_0_R16 (Q8_0, Q5_0) or Q4_1_R16 (Q4_1), or `layout`
+    if given (that one, or a layout built from the type on request: Q8_0_R8 from Q8_0)."""
     try:
         wt = GGMLType(weight_type)
     except ValueError:
         raise UnsupportedError(f"unknown tensor type {weight_type!r}") from None
+    if layout is not None and layout_sources().get(layout) == wt:
+        return int(layout)
     if wt not in LAYOUTS:
-        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16) and Q4_1 (to Q4_1 R16) repack, not {wt.name}")
+        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16 or R8) and Q4_1 (to Q4_1 R16) repack, not {wt.name}")
+    if layout is not None and layout != LAYOUTS[wt]:
+        raise UnsupportedError(f"{wt.name} does not repack to layout {layout!r}")
     return LAYOUTS[wt]
 
 
 def _layout_stride(layout, cols: int) -> int:
     if layout not in _STRIDE:
-        raise ValueError(f"layout must be Q8_0_R16 ({Q8_0_R16}) or Q4_1_R16 ({Q4_1_R16}), got {layout!r}")
+        raise ValueError(f"layout must be Q8_0_R16 ({Q8_0_R16}), Q4_1_R16 ({Q4_1_R16}) or Q8_0_R8 ({Q8_0_R8}), "
+                         f"got {layout!r}")
     return _STRIDE[layout](cols)
 
 
-def repack(raw: np.ndarray, weight_type, rows: int, cols: int) -> np.ndarray:
+def repack(raw: np.ndarray, weight_type, rows: int, cols: int, layout: int | None = None) -> np.ndarray:
     """Raw Q8_0, Q5_0 or Q4_1 bytes of a rows x cols matrix -> a new 64-byte aligned uint8 [rows, stride] in
-    layout_for(weight_type) (lossless for all three). Runs in C with the GIL released."""
-    layout = layout_for(weight_type)
+    layout_for(weight_type, layout) (lossless for all). Runs in C with the GIL released."""
+    layout = layout_for(weight_type, layout)
     wt = GGMLType(weight_type)
     rows, cols = _dims(rows, cols)
     if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or not raw.flags.c_contiguous:
@@ -86,7 +97,7 @@ def repack(raw: np.ndarray, weight_type, rows: int, cols: int) -> np.ndarray:
         raise ValueError(f"{wt.name} {rows} x {cols} takes {rows * src_row} bytes, got {raw.size}")
     stride = _layout_stride(layout, cols)
     out = aligned_empty(rows * stride)
-    _core.repack_r16(int(wt), raw.reshape(-1), src_row, rows, cols, out, stride)
+    _core.repack_r16(int(wt), raw.reshape(-1), src_row, rows, cols, out, stride, layout)
     return out.reshape(rows, stride)
 
 
@@ -110,14 +121,21 @@ def _check_packed(packed, rows: int, cols: int, layout=Q8_0_R16) -> np.ndarray:
     return packed.reshape(-1)
 
 
+def _activations(x: np.ndarray, cols: int, path: str, layout: int) -> np.ndarray:
+    """The activation rows a layout takes: plain Q8_0 for Q8_0 R8, the R16 rows for the others"""
+    x = x.reshape(-1, cols)
+    return quantize_plain_act(x, GGMLType.Q8_0, path) if layout == Q8_0_R8 else quantize_act(x, path)
+
+
 def matmul(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, isa: str | None = None,
            layout: int = Q8_0_R16) -> np.ndarray:
-    """y = W @ x for W in an R16 layout (from repack; `layout` says which) and float32 x [n_vec, cols] (or [cols])."""
+    """y = W @ x for W in a load-time layout (from repack; `layout` says which) and float32 x [n_vec, cols] (or
+    [cols])."""
     rows, cols = _dims(rows, cols)
     w = _check_packed(packed, rows, cols, layout)
     x = _check_activations(x, cols)
     path = resolve_path(isa)
-    xq = quantize_act(x.reshape(-1, cols), path)
+    xq = _activations(x, cols, path, layout)
     y = np.empty((xq.shape[0], rows), dtype=np.float32)
     _core.matmul(layout, w, _layout_stride(layout, cols), cols, xq, xq.shape[1], xq.shape[0], y, rows, 0, rows, path)
     return y[0] if x.ndim == 1 else y
@@ -125,14 +143,14 @@ def matmul(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, isa: str | N
 
 def matmul_bench(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, n_iter: int,
                  isa: str | None = None, layout: int = Q8_0_R16) -> float:
-    """Seconds for `n_iter` back-to-back single-thread matmuls on an R16 layout (quantization excluded)."""
+    """Seconds for `n_iter` back-to-back single-thread matmuls on a load-time layout (quantization excluded)."""
     rows, cols = _dims(rows, cols)
     w = _check_packed(packed, rows, cols, layout)
     x = _check_activations(x, cols)
     if int(n_iter) < 1:
         raise ValueError(f"n_iter must be >= 1, got {n_iter}")
     path = resolve_path(isa)
-    xq = quantize_act(x.reshape(-1, cols), path)
+    xq = _activations(x, cols, path, layout)
     y = np.empty((xq.shape[0], rows), dtype=np.float32)
     return _core.matmul_bench(layout, w, _layout_stride(layout, cols), cols, xq, xq.shape[1], xq.shape[0], y, rows, 0, rows,
                               path, int(n_iter))

@@ -7,6 +7,8 @@ reference backend can do, with or without the native core.
     type_traits()     -> {type id: TypeTraits}, every row of the table
     weight_types()    -> ggml types the executor and native_kernels.matmul take (matmul kernel + row dequantizer)
     repack_layouts()  -> {ggml type: the onewell layout id the plan may repack it into}
+    layout_sources()  -> {onewell layout id: the ggml type it is built from}, for the layouts made only when asked
+                         for by name (Q8_0 R8), not as a type's repack_to
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class TypeTraits:
     block_bytes: int          # repacked layouts: per block, padding excluded
     act_type: int | None      # activation type weights of this type pair with; None: no matmul kernel
     repack_to: int | None     # onewell layout the plan may repack this type into
+    repack_from: int | None   # an own layout built only when asked for by name: the ggml type it is built from
     executor_weight: bool     # a file tensor of this type may be an executor matrix
     repacked: bool            # onewell's own load-time layout
     dequant_row: bool         # has a row dequantizer (the embedding gather)
@@ -56,3 +59,9 @@ def weight_types() -> frozenset[GGMLType]:
 @functools.cache
 def repack_layouts() -> Mapping[GGMLType, int]:
     return MappingProxyType({GGMLType(t.id): t.repack_to for t in type_traits().values() if t.repack_to is not None})
+
+
+@functools.cache
+def layout_sources() -> Mapping[int, GGMLType]:
+    return MappingProxyType({t.id: GGMLType(t.repack_from) for t in type_traits().values()
+                             if t.repack_from is not None})

@@ -5,7 +5,7 @@ that names the tensor: shapes against the config, weight types the kernels suppo
 Matrices are zero-copy views of the GGUF mapping; the small vectors (norms, biases) become float32 copies.
 With repack=True, Q8_0, Q5_0 and Q4_1 matrices (every one but the embedding table the token gather reads) are
 converted once, losslessly, to onewell's R16 layouts (Q8_0 R16, Q4_1 R16: onewell.quant.repack), 64-byte aligned
-copies the plan owns.
+copies the plan owns; repack={"q8_0_r8", ...} sends Q8_0 to Q8_0 R8 instead (onewell.quant.repack_r8).
 
 What crosses to C (bind_executor.c joins each name to its struct member through one table):
     config  = {"n_vocab": .., "n_embd": .., ..., "rope_style": 0 | 1, feature flags: "n_rot", "activation",
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from types import MappingProxyType
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from onewell.errors import ContextOverflowError, UnsupportedError
 from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType, row_nbytes
 from onewell.models.base import ModelConfig, ModelSpec, Weight
 from onewell.quant import dequantize
-from onewell.runtime.native_types import repack_layouts, weight_types
+from onewell.runtime.native_types import layout_sources, repack_layouts, type_traits, weight_types
 
 ROPE_STYLES = {"normal": 0, "neox": 1}
 ACTIVATIONS = {"silu": 0, "gelu_tanh": 1}   # ow_activation (executor.h)
@@ -51,12 +52,16 @@ class MatrixPlan:
     cols: int
     row_bytes: int
     raw: np.ndarray  # uint8, C-contiguous, rows * row_bytes bytes
-    repacked: bool = False  # raw is an R16 copy made at load (row_bytes = its padded stride)
+    repacked: bool = False  # raw is a copy in a load-time layout made at load (row_bytes = its stride)
+    layout: int = 0         # that layout's id; 0: the type's repack_to (its R16 layout)
 
     @property
     def native_type(self) -> int:
-        """The type id the kernels see: the ggml type, or its R16 layout (Q8_0_R16, Q4_1_R16) for a repacked copy."""
-        return repack_layouts()[self.ggml_type] if self.repacked else int(self.ggml_type)
+        """The type id the kernels see: the ggml type, or its load-time layout (Q8_0_R16, Q4_1_R16, Q8_0_R8) for a
+        repacked copy."""
+        if not self.repacked:
+            return int(self.ggml_type)
+        return self.layout or repack_layouts()[self.ggml_type]
 
     def native(self) -> tuple:
         return (self.raw, self.native_type, self.rows, self.cols, self.row_bytes)
@@ -179,7 +184,7 @@ def build_plan(spec: ModelSpec, repack: bool | Iterable[GGMLType] = False) -> Ex
 
         def packed(role: str, t: Tensor) -> Tensor:
             wanted = isinstance(t, MatrixPlan) and role != "token_embd" and t.ggml_type in repack_types
-            return _repacked(t, copies) if wanted else t
+            return _repacked(t, copies, repack_types[t.ggml_type]) if wanted else t
 
         plan = ExecutorPlan(cfg, {role: packed(role, t) for role, t in tensors.items()},
                             tuple(dataclasses.replace(lp, tensors={r: packed(r, t) for r, t in lp.tensors.items()})
@@ -187,25 +192,39 @@ def build_plan(spec: ModelSpec, repack: bool | Iterable[GGMLType] = False) -> Ex
     return plan
 
 
-def repack_type_set(repack: bool | Iterable[GGMLType | str]) -> frozenset[GGMLType]:
-    """The weight types a `repack` argument asks to convert: True = every type with an R16 layout, False =
-    none, else the types given (GGMLType or names like "q8_0"), each of which must have an R16 layout."""
+def repack_type_set(repack: bool | Iterable[GGMLType | str] | Mapping[GGMLType, int]) -> Mapping[GGMLType, int]:
+    """The weight types a `repack` argument asks to convert, each with the layout it goes to: True = every type
+    with an R16 layout, to it; False = none; else the names given: a weight type (GGMLType or a name like "q8_0")
+    goes to its R16 layout, a layout built on request ("q8_0_r8") takes the type it is built from (Q8_0 R8 then
+    wins over Q8_0's R16). A mapping this function returned is checked and returned as it is."""
     layouts = repack_layouts()
     if isinstance(repack, bool):
-        return frozenset(layouts) if repack else frozenset()
+        return MappingProxyType(dict(layouts) if repack else {})
+    if isinstance(repack, Mapping):
+        for t, layout in repack.items():
+            if layouts.get(t) != layout and layout_sources().get(layout) != t:
+                raise ValueError(f"repack: {t!r} has no layout {layout!r}")
+        return MappingProxyType(dict(repack))
     if isinstance(repack, (str, bytes)) or not isinstance(repack, Iterable):
         raise ValueError(f"repack must be True, False or a collection of weight types, got {repack!r}")
-    types = set()
+    by_name = {type_traits()[layout].name: (source, layout) for layout, source in layout_sources().items()}
+    chosen: dict[GGMLType, int] = {}
+    requested: dict[GGMLType, int] = {}
     for t in repack:
+        if isinstance(t, str) and t.lower() in by_name:
+            source, layout = by_name[t.lower()]
+            requested[source] = layout
+            continue
         try:
             gt = GGMLType[t.upper()] if isinstance(t, str) else GGMLType(t)
         except (KeyError, ValueError):
-            raise ValueError(f"repack: {t!r} is not a weight type") from None
+            raise ValueError(f"repack: {t!r} is not a weight type or a layout") from None
         if gt not in layouts:
             raise ValueError(f"repack: {gt.name} has no repacked layout (those that do: "
-                             f"{', '.join(sorted(x.name for x in layouts))})")
-        types.add(gt)
-    return frozenset(types)
+                             f"{', '.join(sorted([x.name for x in layouts] + list(by_name)))})")
+        chosen[gt] = layouts[gt]
+    chosen.update(requested)
+    return MappingProxyType(chosen)
 
 
 def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
@@ -213,15 +232,14 @@ def _buffer_key(raw: np.ndarray) -> tuple[int, int]:
     return raw.__array_interface__["data"][0], raw.nbytes
 
 
-def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan]) -> MatrixPlan:
-    if m.ggml_type not in repack_layouts():
-        return m
-    key = _buffer_key(m.raw)
+def _repacked(m: MatrixPlan, copies: dict[tuple, MatrixPlan], layout: int) -> MatrixPlan:
+    key = (*_buffer_key(m.raw), layout)
     if key not in copies:
         from onewell.runtime.native_repack import repack   # the native core, only when asked for
 
-        packed = repack(m.raw, m.ggml_type, m.rows, m.cols)
-        copies[key] = MatrixPlan(m.name, m.ggml_type, m.rows, m.cols, packed.shape[1], packed.reshape(-1), True)
+        packed = repack(m.raw, m.ggml_type, m.rows, m.cols, layout=layout)
+        copies[key] = MatrixPlan(m.name, m.ggml_type, m.rows, m.cols, packed.shape[1], packed.reshape(-1), True,
+                                 layout)
     return dataclasses.replace(copies[key], name=m.name)
 
 

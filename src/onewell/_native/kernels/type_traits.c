@@ -149,6 +149,12 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .tile = {OW_AVX2(vec_dot_q8_0r16_q8_0r16_avx2),
                  /* from 32 vectors the rows GEMM, below it the R16 tile (perf-log 37) */
                  OW_AVX512_FLOAT_GEMM(vec_dot_q8_0r16_q8_0r16_gemm_avx512)}},
+    [OW_TYPE_Q8_0_R8 - OW_OWN_TYPE_BASE] = {
+        .name = "q8_0_r8", .block_size = OW_QK, .block_bytes = OW_QK + 2,   /* the file's bytes, reordered */
+        .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_q8_0_r8,
+        .repack_from = OW_TYPE_Q8_0, .vec_dot = {OW_GENERIC(vec_dot_q8_0r8_q8_0_generic)},
+        /* AVX2 + AVX-VNNI and AVX-512 CPUs run the AVX2 kernel (fallback); from 32 vectors the float GEMM */
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q8_0r8_q8_0_avx2)}},
     [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
         .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
         OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},

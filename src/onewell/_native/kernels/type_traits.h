@@ -48,7 +48,10 @@ typedef struct {
     int executor_weight;         /* 1: a file tensor of this type may be an executor matrix (matmul + gather) */
     int repacked;                /* 1: onewell's own load-time layout (rows may be padded to any stride) */
     ow_dequant_row_fn to_float;  /* row dequantizer (the embedding gather); NULL: none */
-    ow_repack_fn repack;         /* converts rows of this type to repack_to; NULL when repack_to is -1 */
+    ow_repack_fn repack;         /* converts rows of this type to repack_to; NULL when repack_to is -1. On an own
+                                  * layout's row (repacked): builds it from repack_from, a layout the plan makes
+                                  * only when asked for it by name (Q8_0 R8 on the CPUs it was measured on) */
+    int repack_from;             /* with repack on an own layout's row: the ggml type it is built from */
     /* Per kernel path (ow_kpath). An empty slot falls back along ow_kpath_fallback() to generic; at each path
      * a tile kernel wins over a dot kernel. from_float is set for activation types only. */
     ow_act_quant_slot from_float[OW_KPATH_COUNT];
@@ -72,7 +75,7 @@ ow_act_quant_slot ow_type_act_quant(const ow_type_traits_t *t, ow_kpath p);
 /* Ids to visit every row: [0, OW_GGML_TYPE_SLOTS) and [OW_OWN_TYPE_BASE, + OW_OWN_TYPE_SLOTS) */
 #define OW_GGML_TYPE_SLOTS 40
 #define OW_OWN_TYPE_BASE 1008
-#define OW_OWN_TYPE_SLOTS 3
+#define OW_OWN_TYPE_SLOTS 4
 
 /* One row of a weight table to float32 (the embedding gather). Returns 0, or -1 for a type without a row
  * dequantizer. Bit-identical to onewell.quant.dequantize. */
