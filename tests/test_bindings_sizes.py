@@ -74,6 +74,14 @@ def test_dequantize_rows_sizes_that_wrap_are_refused(args):
     assert call("dequantize_rows", list(args)) == "ValueError"
 
 
+@pytest.mark.parametrize("name, ints", [("add_bias", [0, 0, 2**53, 0]), ("softmax", [0, 0, 2**53, 0]),
+                                         ("rmsnorm", [0, 0, 0, 2**53, 0])])
+def test_empty_rows_of_any_count_are_refused(name, ints):
+    """A row length of 0 makes every row count pass the size checks; the row loop would still run 2^53 times (the
+    bindings fuzz under the sanitizer hung on add_bias so)."""
+    assert call(name, ints) == "ValueError"
+
+
 def test_size_arithmetic_goes_through_the_one_shared_helper():
     """bind_sizes.h holds the checked multiply/add; no binding does its own (unchecked or duplicated) math."""
     native = REPO / "src" / "onewell" / "_native"

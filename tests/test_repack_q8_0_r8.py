@@ -32,8 +32,9 @@ from onewell.runtime.plan import build_plan, repack_type_set
 T = GGMLType
 PATHS = nk.available_paths()
 # 1 block (a lone tail of 1); 4 (a tail of 4, read in place); 9 = one group + 1; 18 (SmolLM2's 576: 2 groups + 2);
-# 28 (Qwen's 896: 3 groups + the in-place tail of 4); 152 (Qwen's 4864: 19 groups); 37 (+ a tail of 5)
-COLS = [32, 128, 288, 576, 896, 4864, 1184]
+# 28 (Qwen's 896: 3 groups + the in-place tail of 4); 152 (Qwen's 4864: 19 groups); 37, 14, 15, 11 (tails of 5, 6, 7
+# and 3): every tail size, on 128-bit lanes (m <= 4) and as a group (m > 4)
+COLS = [32, 128, 288, 576, 896, 4864, 1184, 448, 480, 352]
 RTOL = 1e-5
 
 
