@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .repack import _source_blocks
+
 Q8_0_R8 = 1011    # type id, = kernels/matvec.h (outside ggml's range: never in a file)
 GROUP = 8         # blocks per interleaved group
 BLOCK = 32
@@ -42,15 +44,8 @@ def _order(nb: int) -> np.ndarray:
 
 
 def _check(raw, rows: int, cols: int) -> np.ndarray:
-    nb = _blocks_of(cols)
-    if isinstance(rows, bool) or int(rows) != rows or rows < 0:
-        raise ValueError(f"rows must be a non-negative integer, got {rows!r}")
-    data = np.asarray(raw)
-    if data.dtype != np.uint8:
-        raise ValueError(f"Q8_0 data must be uint8 bytes, got {data.dtype}")
-    if data.size != rows * nb * _Q8_0_BYTES:
-        raise ValueError(f"Q8_0 {rows} x {cols} takes {rows * nb * _Q8_0_BYTES} bytes, got {data.size}")
-    return data.reshape(int(rows), nb * _Q8_0_BYTES)
+    _blocks_of(cols)   # R8's message for bad column counts
+    return _source_blocks(raw, rows, cols, _Q8_0_BYTES, "Q8_0").reshape(int(rows), -1)
 
 
 def repack_q8_0_r8(raw, rows: int, cols: int) -> np.ndarray:
