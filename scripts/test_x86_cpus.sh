@@ -60,7 +60,7 @@ for cpu in $CPUS; do
 from onewell._native import _core
 i = _core.cpu_identity()
 print(i["vendor"], i["family"], ",".join(_core.kernel_paths()), _core.kernel_default_path(), i["default_prefetch"],
-      i["default_rows_gemm_avx2"], i["default_q8_0_r8"], end="|")
+      i["default_rows_gemm_avx2"], i["default_r8"], end="|")
 print(f"F16 prefetch {i['default_f16_prefetch']} B, L1d {i['l1d_kib']} KiB")
 PY
 )

@@ -358,7 +358,7 @@ def test_repack_defaults_follow_each_paths_measured_choice(r16_tiny):
         assert types == every & (chosen | named)
         assert (backend.info()["repacked"]["matrices"] > 0) is bool(types)
         assert chosen == nk.DEFAULT_REPACK[path] | (
-            {"q8_0_r8"} if path == "avx2" and _core.cpu_identity()["default_q8_0_r8"] else set())
+            nk.R8_LAYOUTS if path == "avx2" and _core.cpu_identity()["default_r8"] else set())
     assert nk.DEFAULT_REPACK["avx512"] == {"q8_0", "q4_1"}   # Q5_0 streams as in the file (perf-log 19)
     assert set(nk.DEFAULT_REPACK) == set(nk.KERNEL_PATHS)   # every path decided, aarch64's too (not only this CPU's)
     for bad in ("yes", 1, 0.0, ["q4_0"], ["q9_9"]):

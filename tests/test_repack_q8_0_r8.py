@@ -129,7 +129,7 @@ def test_repack_argument_names_the_layout():
     with pytest.raises(ValueError, match="repack"):
         repack_type_set({T.Q5_0: R8.Q8_0_R8})   # R8 is built from Q8_0 only
     with pytest.raises(ValueError, match="repack"):
-        repack_type_set(["q5_0_r8"])
+        repack_type_set(["q6_k_r8"])   # no such layout
     with pytest.raises(UnsupportedError):
         NR.layout_for(T.Q5_0, R8.Q8_0_R8)
 
@@ -163,7 +163,7 @@ def test_backend_logits_with_r8(path):
 
 
 def test_avx2_default_follows_the_cpu_table():
-    rule = bool(_core.cpu_identity()["default_q8_0_r8"])
+    rule = bool(_core.cpu_identity()["default_r8"])
     ident = _core.cpu_identity()
     assert rule == (ident["vendor"] == "amd" and ident["family"] == 0x17)
     if "avx2" in PATHS:

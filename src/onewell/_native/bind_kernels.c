@@ -347,7 +347,7 @@ static PyObject *py_r16_prefetch(PyObject *self, PyObject *args) {
 
 /* cpu_identity() -> {"vendor": "amd" | "intel" | "", "family", "model", "default_prefetch", "default_f16_prefetch",
  * "default_wide_tiles", "default_float_gemm", "l1d_kib", "default_gemm_overlap", "default_rows_gemm",
- * "default_rows_gemm_avx2", "default_rows_gemm_avx512", "default_q8_0_r8"}
+ * "default_rows_gemm_avx2", "default_rows_gemm_avx512", "default_r8"}
  * (x86; zeros elsewhere) */
 static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
     (void)self;
@@ -361,7 +361,7 @@ static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
                          "default_gemm_overlap", ow_default_gemm_overlap(f), "default_rows_gemm", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX2_VNNI),
                          "default_rows_gemm_avx2", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX2),
                          "default_rows_gemm_avx512", ow_default_rows_gemm(f, OW_ROWS_GEMM_AVX512),
-                         "default_q8_0_r8", ow_default_q8_0_r8(f));
+                         "default_r8", ow_default_r8(f));
 }
 
 /* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */

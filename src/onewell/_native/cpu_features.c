@@ -132,7 +132,7 @@ size_t ow_default_prefetch(const ow_cpu_features *f) {
     return 8192;
 }
 
-int ow_default_q8_0_r8(const ow_cpu_features *f) { return f->amd && f->family == 0x17; }
+int ow_default_r8(const ow_cpu_features *f) { return f->amd && f->family == 0x17; }
 
 size_t ow_default_f16_prefetch(const ow_cpu_features *f) {
     return f->intel && f->amx_tile ? 16384 : ow_default_prefetch(f);

@@ -1,14 +1,16 @@
-"""The native load-time layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h, q8_0_r8.h): repacking and matmuls.
+"""The native load-time layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h, q8_0_r8.h, q4_r8.h): repacking and
+matmuls.
 
     layout_for(weight_type, layout=None)           -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in); or `layout`
-                                                      (Q8_0_R8) after checking it is built from weight_type
+                                                      (Q8_0_R8, Q4_1_R8, Q5_0_R8) after checking it is built
+                                                      from weight_type
     repack(raw, weight_type, rows, cols, layout=None) -> uint8 [rows, stride] in layout_for(...), 64-byte aligned
     quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]): the R16 layouts'
     matmul(packed, rows, cols, x, isa=None, layout=Q8_0_R16) -> float32 [n_vec, rows] (or [rows])
     matmul_bench(packed, rows, cols, x, n_iter, isa=None, layout=Q8_0_R16) -> seconds
 
-Q8_0 R8 takes plain Q8_0 activations. The numpy twins are in onewell.quant.repack and onewell.quant.repack_r8
-(same bytes). Arguments are checked here before C sees them.
+The R8 layouts take their file type's plain activations (Q8_0; Q8_1 for Q4_1 R8). The numpy twins are in
+onewell.quant.repack, onewell.quant.repack_r8 and onewell.quant.repack_q4_r8 (same bytes). Arguments are checked here before C sees them.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from onewell._native import _core
 from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
+from onewell.quant.repack_q4_r8 import Q4_1_R8, Q5_0_R8
+from onewell.quant.repack_q4_r8 import row_bytes as q4_r8_row_bytes
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.repack_r8 import row_bytes as r8_row_bytes
 from onewell.runtime.native_kernels import _check_activations, resolve_path
@@ -28,7 +32,8 @@ from onewell.runtime.native_types import layout_sources, repack_layouts
 
 LAYOUTS = repack_layouts()   # ggml type -> its R16 layout, from the native type-traits table
 SOURCE_TYPES = frozenset(t for t, layout in LAYOUTS.items() if layout == Q8_0_R16)   # repacked to Q8_0 R16
-_STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride, Q8_0_R8: r8_row_bytes}
+_STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride, Q8_0_R8: r8_row_bytes,
+           Q4_1_R8: lambda cols: q4_r8_row_bytes(Q4_1_R8, cols), Q5_0_R8: lambda cols: q4_r8_row_bytes(Q5_0_R8, cols)}
 ALIGN = 64
 HUGE_PAGE = 2 << 20
 
@@ -79,8 +84,8 @@ def layout_for(weight_type, layout: int | None = None) -> int:
 
 def _layout_stride(layout, cols: int) -> int:
     if layout not in _STRIDE:
-        raise ValueError(f"layout must be Q8_0_R16 ({Q8_0_R16}), Q4_1_R16 ({Q4_1_R16}) or Q8_0_R8 ({Q8_0_R8}), "
-                         f"got {layout!r}")
+        raise ValueError(f"layout must be one of {sorted(_STRIDE)} (Q8_0_R16, Q4_1_R16, Q8_0_R8, Q4_1_R8, "
+                         f"Q5_0_R8), got {layout!r}")
     return _STRIDE[layout](cols)
 
 
@@ -122,9 +127,12 @@ def _check_packed(packed, rows: int, cols: int, layout=Q8_0_R16) -> np.ndarray:
 
 
 def _activations(x: np.ndarray, cols: int, path: str, layout: int) -> np.ndarray:
-    """The activation rows a layout takes: plain Q8_0 for Q8_0 R8, the R16 rows for the others"""
+    """The activation rows a layout takes: the file type's plain ones for the R8 layouts (Q8_0, or Q8_1 for Q4_1
+    R8), the R16 rows for the others"""
     x = x.reshape(-1, cols)
-    return quantize_plain_act(x, GGMLType.Q8_0, path) if layout == Q8_0_R8 else quantize_act(x, path)
+    if layout in layout_sources():   # the activations of the type the layout is built from
+        return quantize_plain_act(x, layout_sources()[layout], path)
+    return quantize_act(x, path)
 
 
 def matmul(packed: np.ndarray, rows: int, cols: int, x: np.ndarray, isa: str | None = None,

@@ -18,10 +18,12 @@
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
+#include <stddef.h>
 #include <string.h>
 
 #include "tile_avx2.h"
 #include "q8_0_r8.h"
+#include "r8_act_avx2.h"
 #include "vec_dot_x86_rows.h"
 
 #define R8_MAX_BLOCKS 512
@@ -32,22 +34,10 @@ TA_INLINE __m256i r8_dot4(__m256i q, __m256i a) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q)), _mm256_set1_epi16(1));
 }
 
-/* A Q8_0 vector as the kernel reads it: quants interleaved as the weights' (chunk j of the group at g: 4m bytes at
- * 32 g + 4 m j) then 32 zero bytes, scales as floats then 8 zeros */
+/* A Q8_0 vector as the kernel reads it: quants interleaved as the weights' (r8_act_avx2.h), scales as floats then
+ * 8 zeros */
 TA_INLINE void r8_act(const ow_block_q8_0 *x, int64_t nb, int8_t *xi, float *xs) {
-    int64_t g = 0;
-    for (; g + OW_R8_GROUP <= nb; g += OW_R8_GROUP) {
-        __m256 c[8];   /* row k = block g + k's 8 int32; transposed, row j = chunk j */
-        for (int k = 0; k < 8; k++) c[k] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)x[g + k].qs));
-        ta_transpose8_ps(c);
-        for (int j = 0; j < 8; j++) _mm256_storeu_ps((float *)(xi + 32 * g + 32 * j), c[j]);
-    }
-    if (g < nb) {
-        const int m = (int)(nb - g);
-        for (int k = 0; k < m; k++)
-            for (int j = 0; j < 8; j++) memcpy(xi + 32 * g + 4 * m * j + 4 * k, x[g + k].qs + 4 * j, 4);
-    }
-    memset(xi + 32 * nb, 0, 32);
+    r8_interleave_quants((const uint8_t *)x, sizeof *x, offsetof(ow_block_q8_0, qs), nb, xi);
     for (int64_t b = 0; b < nb; b++) xs[b] = _cvtsh_ss(x[b].d);
     _mm256_storeu_ps(xs + nb, _mm256_setzero_ps());
 }
