@@ -11,14 +11,17 @@
 #   KV_TYPES     types to run (default "f32 f16 q8_0")
 #   DEPTH        context tokens (default 4096); THREADS (default 2); REPS (default 5)
 #   OUT_DIR      where results go (default ./bench-results/kv-<UTC date-time>)
-#   ONEWELL      the onewell command (default: `onewell`, else `python -m onewell`)
+#   PYTHON       the Python with onewell installed (default python3): runs `$PYTHON -m onewell` when there is no
+#                `onewell` command, and llamacpp_build.sh
+#   ONEWELL      the onewell command (default: `onewell`, else `$PYTHON -m onewell`)
 # Run it on a quiet machine. Each repetition of a depth test first evaluates DEPTH tokens on llama.cpp's side
 # (llama-bench does so, untimed); at 2 threads and 4096 tokens that is tens of seconds per repetition.
 set -euo pipefail
 
 MODEL=${1:-qwen2.5-coder-0.5b-instruct}
 shift || true
-LLAMA_BENCH=${LLAMA_BENCH:-$(bash "$(dirname "$0")/llamacpp_build.sh" --isa "${LLAMA_ISA:-native}" llama-bench)}
+PYTHON=${PYTHON:-python3}
+LLAMA_BENCH=${LLAMA_BENCH:-$(PYTHON=$PYTHON bash "$(dirname "$0")/llamacpp_build.sh" --isa "${LLAMA_ISA:-native}" llama-bench)}
 KV_TYPES=${KV_TYPES:-"f32 f16 q8_0"}
 DEPTH=${DEPTH:-4096}
 THREADS=${THREADS:-2}
@@ -26,7 +29,7 @@ REPS=${REPS:-5}
 OUT_DIR=${OUT_DIR:-bench-results/kv-$(date -u +%Y%m%d-%H%M%S)}
 if [[ -n "${ONEWELL:-}" ]]; then read -r -a OW <<<"$ONEWELL"
 elif command -v onewell >/dev/null; then OW=(onewell)
-else OW=(python3 -m onewell); fi
+else OW=("$PYTHON" -m onewell); fi
 [[ -x $LLAMA_BENCH ]] || { echo "kv_depth.sh: no llama-bench at $LLAMA_BENCH" >&2; exit 2; }
 
 isa_args=(); [[ ${LLAMA_ISA:-native} == native ]] || isa_args=(--isa "$LLAMA_ISA")
