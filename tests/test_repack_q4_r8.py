@@ -1,9 +1,10 @@
-"""Q4_1 R8 and Q5_0 R8, the load-time layouts of Q4_1 and Q5_0 for the AVX2 path of AMD family 0x17
+"""Q4_1 R8, Q5_0 R8 and Q4_0 R8, the load-time layouts of Q4_1, Q5_0 and Q4_0 for the AVX2 path of AMD family 0x17
 (onewell.quant.repack_q4_r8, _native/kernels/q4_r8.h, q4_r8.c, vec_dot_q4_r8_avx2.c).
 
 What must hold, and how tight:
 - the C repack writes exactly the bytes of its numpy twin (random tensors, SmolLM2's Q4_1 and Qwen2.5 Q4_K_M's Q5_0
-  tensors) and is lossless; Q5_0's fifth-bit permutation is the one q4_r8.h describes;
+  tensors; Q4_0 on random data and a random model only: no real Q4_0 file is among the tests' models) and is
+  lossless; Q5_0's fifth-bit permutation is the one q4_r8.h describes;
 - a matmul on R8 computes the file type's exact integer block dots with the same scale products: on the generic
   path in the same order (bit-identical); the AVX2 decode kernel adds them in 8 lanes: |diff| <= 1e-5 * M,
   M = |x_hat| @ |W| (float32 summation; measured ~2e-7 M), on every tail size;
@@ -34,7 +35,7 @@ from onewell.runtime.plan import build_plan, repack_type_set
 
 T = GGMLType
 PATHS = nk.available_paths()
-LAYOUTS = {T.Q4_1: Q4R8.Q4_1_R8, T.Q5_0: Q4R8.Q5_0_R8}
+LAYOUTS = {T.Q4_1: Q4R8.Q4_1_R8, T.Q5_0: Q4R8.Q5_0_R8, T.Q4_0: Q4R8.Q4_0_R8}
 # 1 block (a lone tail of 1); 4 (a tail of 4, read in place); 9 = one group + 1; 18 (SmolLM2's 576: 2 groups + 2);
 # 28 (Qwen's 896: 3 groups + 4); 48 (SmolLM2's 1536: 6 groups); 152 (Qwen's 4864); 37, 14, 15, 11 (tails of 5, 6, 7
 # and 3): every tail size, on 128-bit lanes (m <= 4) and as a group (m > 4)
@@ -174,11 +175,17 @@ def test_plan_copies_q5_0_matrices_to_r8():
     assert plan.repacked["bytes"] == plan.repacked["source_bytes"] > 0   # the same bytes as the file
 
 
+Q4_0_TYPES = dict(R16_TYPES, wq=T.Q4_0, wv=T.Q4_0, w_gate=T.Q4_0, w_down=T.Q4_0)
+
+
 @pytest.mark.parametrize("path", PATHS)
-def test_backend_logits_with_r8(path):
-    spec = tiny_spec("qwen2", R16_TYPES)
+@pytest.mark.parametrize("layout", ["q5_0_r8", "q4_0_r8"])
+def test_backend_logits_with_r8(path, layout):
+    spec = tiny_spec("qwen2", Q4_0_TYPES)
     off = NativeBackend(spec, n_ctx=32, isa=path, repack=False, kv_type="f32").forward(IDS, all_logits=True)
-    on = NativeBackend(spec, n_ctx=32, isa=path, repack={"q5_0_r8"}, kv_type="f32").forward(IDS, all_logits=True)
+    backend = NativeBackend(spec, n_ctx=32, isa=path, repack={layout}, kv_type="f32")
+    assert backend.info()["repacked"]["matrices"] > 0
+    on = backend.forward(IDS, all_logits=True)
     if path == "generic":
         np.testing.assert_array_equal(on, off)
     else:   # the bounds of test_repack.py's R16 comparison (float summation order only)
@@ -191,8 +198,8 @@ def test_avx2_default_follows_the_cpu_table():
     rule = bool(_core.cpu_identity()["default_r8"])
     for path in PATHS:
         chosen = nk.default_repack(path)
-        assert ({"q4_1_r8", "q5_0_r8"} <= chosen) is (rule and path == "avx2")
-        assert not ({"q4_1_r8", "q5_0_r8"} & chosen) or path == "avx2"
+        assert ({"q4_1_r8", "q5_0_r8", "q4_0_r8"} <= chosen) is (rule and path == "avx2")
+        assert not ({"q4_1_r8", "q5_0_r8", "q4_0_r8"} & chosen) or path == "avx2"
 
 
 # ---- real models ----------------------------------------------------------------------------------------
@@ -219,7 +226,7 @@ def _real_matrices(spec, wt):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("wt", LAYOUTS)
+@pytest.mark.parametrize("wt", [T.Q4_1, T.Q5_0])
 def test_real_tensors_repack_to_the_twins_bytes(wt, smollm_spec, qwen_q4km_spec):
     """SmolLM2's Q4_1 (576 columns: two groups and a tail of 2; 1,536: six groups) and Qwen2.5 Q4_K_M's Q5_0"""
     layout = LAYOUTS[wt]

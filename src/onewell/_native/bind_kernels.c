@@ -256,9 +256,19 @@ static PyObject *py_matmul_bench(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* 1 if an own layout's row says it is built from ggml type st (repack_from: Q8_0 -> Q8_0 R8, Q4_0 -> Q4_0 R8 ...) */
+static int has_built_layout(int st) {
+    for (int id = OW_OWN_TYPE_BASE; id < OW_OWN_TYPE_BASE + OW_OWN_TYPE_SLOTS; id++) {
+        const ow_type_traits_t *d = ow_type_traits(id);
+        if (d && d->repack && d->repack_from == st) return 1;
+    }
+    return 0;
+}
+
 /* repack_r16(src_type, src, src_row_bytes, rows, n_cols, dst, dst_stride[, dst_type]): rows of a type with a
  * repacked layout (the table's repack_to: Q8_0 and Q5_0 -> Q8_0 R16, Q4_1 -> Q4_1 R16) -> rows of that layout, or of
- * dst_type, an own layout whose row says it is built from src_type (repack_from: Q8_0 -> Q8_0 R8) */
+ * dst_type, an own layout whose row says it is built from src_type (repack_from: Q8_0 -> Q8_0 R8; Q4_0, which has
+ * no repack_to, only so) */
 static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     (void)self;
     int st, dt = -1;
@@ -269,7 +279,7 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     const ow_type_traits_t *t = ow_type_traits(st);
     ow_repack_fn repack = t && !t->repacked ? t->repack : NULL;
-    if (repack && dt != -1 && dt != t->repack_to) {   /* another layout of the same source */
+    if (t && !t->repacked && dt != -1 && dt != t->repack_to) {   /* another layout of the same source */
         const ow_type_traits_t *d = ow_type_traits(dt);
         repack = d && d->repacked && d->repack && d->repack_from == st ? d->repack : NULL;
         if (!repack) {
@@ -282,7 +292,7 @@ static PyObject *py_repack_r16(PyObject *self, PyObject *args) {
         char names[128] = "";
         for (int id = 0; id < OW_GGML_TYPE_SLOTS; id++) {
             const ow_type_traits_t *r = ow_type_traits(id);
-            if (!r || !r->repack) continue;
+            if (!r || (!r->repack && !has_built_layout(id))) continue;
             if (names[0]) strncat(names, ", ", sizeof names - strlen(names) - 1);
             strncat(names, r->name, sizeof names - strlen(names) - 1);
         }

@@ -2,7 +2,7 @@
 matmuls.
 
     layout_for(weight_type, layout=None)           -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in); or `layout`
-                                                      (Q8_0_R8, Q4_1_R8, Q5_0_R8) after checking it is built
+                                                      (Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8) after checking it is built
                                                       from weight_type
     repack(raw, weight_type, rows, cols, layout=None) -> uint8 [rows, stride] in layout_for(...), 64-byte aligned
     quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]): the R16 layouts'
@@ -22,7 +22,7 @@ from onewell._native import _core
 from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
-from onewell.quant.repack_q4_r8 import Q4_1_R8, Q5_0_R8
+from onewell.quant.repack_q4_r8 import Q4_0_R8, Q4_1_R8, Q5_0_R8
 from onewell.quant.repack_q4_r8 import row_bytes as q4_r8_row_bytes
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.repack_r8 import row_bytes as r8_row_bytes
@@ -33,7 +33,8 @@ from onewell.runtime.native_types import layout_sources, repack_layouts
 LAYOUTS = repack_layouts()   # ggml type -> its R16 layout, from the native type-traits table
 SOURCE_TYPES = frozenset(t for t, layout in LAYOUTS.items() if layout == Q8_0_R16)   # repacked to Q8_0 R16
 _STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride, Q8_0_R8: r8_row_bytes,
-           Q4_1_R8: lambda cols: q4_r8_row_bytes(Q4_1_R8, cols), Q5_0_R8: lambda cols: q4_r8_row_bytes(Q5_0_R8, cols)}
+           **{layout: (lambda cols, layout=layout: q4_r8_row_bytes(layout, cols))
+              for layout in (Q4_1_R8, Q5_0_R8, Q4_0_R8)}}
 ALIGN = 64
 HUGE_PAGE = 2 << 20
 
@@ -76,7 +77,8 @@ def layout_for(weight_type, layout: int | None = None) -> int:
     if layout is not None and layout_sources().get(layout) == wt:
         return int(layout)
     if wt not in LAYOUTS:
-        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16 or R8) and Q4_1 (to Q4_1 R16) repack, not {wt.name}")
+        raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16), Q4_1 (to Q4_1 R16) and the sources of the R8 layouts "
+                               f"named (Q8_0, Q4_1, Q5_0, Q4_0) repack, not {wt.name}")
     if layout is not None and layout != LAYOUTS[wt]:
         raise UnsupportedError(f"{wt.name} does not repack to layout {layout!r}")
     return LAYOUTS[wt]
@@ -85,7 +87,7 @@ def layout_for(weight_type, layout: int | None = None) -> int:
 def _layout_stride(layout, cols: int) -> int:
     if layout not in _STRIDE:
         raise ValueError(f"layout must be one of {sorted(_STRIDE)} (Q8_0_R16, Q4_1_R16, Q8_0_R8, Q4_1_R8, "
-                         f"Q5_0_R8), got {layout!r}")
+                         f"Q5_0_R8, Q4_0_R8), got {layout!r}")
     return _STRIDE[layout](cols)
 
 

@@ -55,6 +55,7 @@ typedef enum {
     OW_TYPE_Q8_0_R8 = 1011,   /* weights: Q8_0 rows in groups of 8 for AVX2 (q8_0_r8.h); plain Q8_0 in */
     OW_TYPE_Q4_1_R8 = 1012,   /* weights: Q4_1 rows in groups of 8 (q4_r8.h); plain Q8_1 in */
     OW_TYPE_Q5_0_R8 = 1013,   /* weights: Q5_0 rows in groups of 8 (q4_r8.h); plain Q8_0 in */
+    OW_TYPE_Q4_0_R8 = 1014,   /* weights: Q4_0 rows in groups of 8 (q4_r8.h); plain Q8_0 in */
 } ow_ggml_type;
 typedef ow_ggml_type ow_wtype;  /* a weight type */
 typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1, Q8_K or ACT_Q8_0_R16 */
@@ -120,10 +121,12 @@ size_t ow_q4_1_r16_row_stride(int64_t n_cols);  /* its padded stride: a multiple
  * padding zeroed); 0 or -1 as above */
 int ow_repack_q8_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
-/* the same from Q4_1 to OW_TYPE_Q4_1_R8 and from Q5_0 to OW_TYPE_Q5_0_R8 (q4_r8.h: the file row's bytes) */
+/* the same from Q4_1, Q5_0, Q4_0 to OW_TYPE_Q4_1_R8, Q5_0_R8, Q4_0_R8 (q4_r8.h: the file row's bytes) */
 int ow_repack_q4_1_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
 int ow_repack_q5_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                      size_t dst_stride);
+int ow_repack_q4_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
 /* Process-wide tuning knobs of the streaming decode kernels, set before running matmuls (docs/perf-log.md,
  * entry 3): the software prefetch distance (bytes ahead of the weight stream; 0 = off; until set, this CPU's

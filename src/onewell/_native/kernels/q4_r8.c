@@ -1,4 +1,4 @@
-/* The portable code of the Q4_1 R8 and Q5_0 R8 layouts (q4_r8.h): the load-time repack from the file's blocks,
+/* The portable code of the Q4_1 R8, Q5_0 R8 and Q4_0 R8 layouts (q4_r8.h): the load-time repack from the file's blocks,
  * its inverse (the AVX2 prefill hands file-layout rows to the file types' GEMMs), and the generic dot kernels,
  * which every path without its own kernel runs. onewell/quant/repack_r8.py is the numpy twin. */
 #include <string.h>
@@ -55,6 +55,11 @@ int ow_repack_q4_1_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, in
     return q4r8_repack(OW_Q4_1_R8_BLOCK_BYTES, src, src_row_bytes, rows, n_cols, dst, dst_stride);
 }
 
+int ow_repack_q4_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                      size_t dst_stride) {
+    return q4r8_repack(OW_Q4_0_R8_BLOCK_BYTES, src, src_row_bytes, rows, n_cols, dst, dst_stride);
+}
+
 int ow_repack_q5_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride) {
     return q4r8_repack(OW_Q5_0_R8_BLOCK_BYTES, src, src_row_bytes, rows, n_cols, dst, dst_stride);
@@ -105,6 +110,29 @@ static float dot_row_q5_0r8(const uint8_t *w, const ow_block_q8_0 *x, int64_t nb
         }
     }
     return sum;
+}
+
+static float dot_row_q4_0r8(const uint8_t *w, const ow_block_q8_0 *x, int64_t nb) {
+    const int B = OW_Q4_0_R8_BLOCK_BYTES;
+    float sum = 0.0f;
+    for (int64_t g = 0; g < nb; g += OW_R8_GROUP) {
+        const int m = ow_r8_group_blocks(nb, g);
+        for (int k = 0; k < m; k++) {
+            const ow_block_q8_0 *xb = x + g + k;
+            int32_t sumi = 0;
+            for (int t = 0; t < 16; t++) {
+                const uint8_t q = w[ow_q4r8_nibble_at(B, g, m, k, t)];
+                sumi += ((q & 0x0f) - 8) * xb->qs[t];
+                sumi += ((q >> 4) - 8) * xb->qs[t + 16];
+            }
+            sum += (float)sumi * (ow_fp16_to_fp32(ow_read_u16(w + ow_q4r8_d_at(B, g, k))) * ow_fp16_to_fp32(xb->d));
+        }
+    }
+    return sum;
+}
+
+void vec_dot_q4_0r8_q8_0_generic(OW_DOT_ARGS) {
+    for (int r = 0; r < nr; r++) s[r] = dot_row_q4_0r8(w + (size_t)r * w_stride, x, n_cols / OW_QK);
 }
 
 void vec_dot_q4_1r8_q8_1_generic(OW_DOT_ARGS) {

@@ -16,7 +16,7 @@ TA_INLINE void r8_interleave_quants(const uint8_t *x, size_t block_bytes, size_t
     for (; g + OW_R8_GROUP <= nb; g += OW_R8_GROUP) {
         __m256 c[8];   /* row k = block g + k's 8 int32; transposed, row j = chunk j */
         for (int k = 0; k < 8; k++)
-            c[k] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(x + (size_t)(g + k) * block_bytes + qs_at)));
+            c[k] = _mm256_loadu_ps((const float *)(x + (size_t)(g + k) * block_bytes + qs_at));
         ta_transpose8_ps(c);
         for (int j = 0; j < 8; j++) _mm256_storeu_ps((float *)(xi + 32 * g + 32 * j), c[j]);
     }

@@ -155,7 +155,7 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .repack_from = OW_TYPE_Q8_0, .vec_dot = {OW_GENERIC(vec_dot_q8_0r8_q8_0_generic)},
         /* AVX2 + AVX-VNNI and AVX-512 CPUs run the AVX2 kernel (fallback); from 32 vectors the float GEMM */
         .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q8_0r8_q8_0_avx2)}},
-    /* the same for Q4_1 and Q5_0 (q4_r8.h); from 32 vectors the file types' GEMMs on rows turned back */
+    /* the same for Q4_1, Q5_0 and Q4_0 (q4_r8.h); from 32 vectors the file types' GEMMs on rows turned back */
     [OW_TYPE_Q4_1_R8 - OW_OWN_TYPE_BASE] = {
         .name = "q4_1_r8", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
         .act_type = OW_TYPE_Q8_1, .repack_to = -1, .repacked = 1, .repack = ow_repack_q4_1_r8,
@@ -166,6 +166,11 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_q5_0_r8,
         .repack_from = OW_TYPE_Q5_0, .vec_dot = {OW_GENERIC(vec_dot_q5_0r8_q8_0_generic)},
         .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q5_0r8_q8_0_avx2)}},
+    [OW_TYPE_Q4_0_R8 - OW_OWN_TYPE_BASE] = {
+        .name = "q4_0_r8", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_0),
+        .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_q4_0_r8,
+        .repack_from = OW_TYPE_Q4_0, .vec_dot = {OW_GENERIC(vec_dot_q4_0r8_q8_0_generic)},
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q4_0r8_q8_0_avx2)}},
     [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
         .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
         OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},

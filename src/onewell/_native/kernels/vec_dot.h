@@ -39,8 +39,9 @@ OW_FOR_EACH_DOT_Q23K_IQ4_BF16(OW_DECLARE_GENERIC)
 OW_DECLARE_GENERIC(q8_0r16_q8_0r16)   /* onewell's repacked Q8_0 (q8_0_r16.h), outside the ggml list */
 OW_DECLARE_GENERIC(q4_1r16_q8_0r16)   /* onewell's repacked Q4_1 (q4_1_r16.h) */
 OW_DECLARE_GENERIC(q8_0r8_q8_0)       /* onewell's repacked Q8_0 for AVX2 (q8_0_r8.h); plain Q8_0 activations */
-OW_DECLARE_GENERIC(q4_1r8_q8_1)       /* ... and Q4_1, Q5_0 (q4_r8.h); plain Q8_1, Q8_0 activations */
+OW_DECLARE_GENERIC(q4_1r8_q8_1)       /* ... and Q4_1, Q5_0, Q4_0 (q4_r8.h); plain Q8_1, Q8_0 activations */
 OW_DECLARE_GENERIC(q5_0r8_q8_0)
+OW_DECLARE_GENERIC(q4_0r8_q8_0)
 
 void act_quant_f32_generic(const float *x, void *xq, int64_t n);
 void act_quant_f16_generic(const float *x, void *xq, int64_t n);
@@ -79,8 +80,9 @@ void vec_dot_q8_0r16_q8_0r16_avx2(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r8_q8_0_avx2(OW_TILE_ARGS);     /* Q8_0 R8: decode in row pairs, prefill the float GEMM */
 void vec_dot_q8_0r8_q8_0_gemm_avx2(OW_TILE_ARGS);   /* ... that GEMM (gemm_q8_0_f32_avx2.c) */
-void vec_dot_q4_1r8_q8_1_avx2(OW_TILE_ARGS);     /* Q4_1 R8, Q5_0 R8: decode in row pairs, prefill the file GEMMs */
+void vec_dot_q4_1r8_q8_1_avx2(OW_TILE_ARGS);   /* Q4_1, Q5_0, Q4_0 R8: decode in row pairs, prefill the file GEMMs */
 void vec_dot_q5_0r8_q8_0_avx2(OW_TILE_ARGS);
+void vec_dot_q4_0r8_q8_0_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a time, n_vec vectors per load */
 void tile_f16_f16_avx2(OW_TILE_ARGS);    /* F16 x F16, 4 rows x 3 vectors per load (tile_f16_bf16_avx2.c) */

@@ -1,15 +1,16 @@
-/* AVX2 kernels of the Q4_1 R8 and Q5_0 R8 layouts (q4_r8.h): decode, and prefill through the file types' GEMMs.
+/* AVX2 kernels of the Q4_1 R8, Q5_0 R8 and Q4_0 R8 layouts (q4_r8.h): decode, and prefill through the file types'
+ * GEMMs.
  *
  * Decode (one vector): as Q8_0 R8's (vec_dot_q8_0_r8_avx2.c): the vector's quants interleaved once per call, rows
  * in pairs from the two halves of the call's rows. Per group of 8 blocks and row: 4 loads of 32 nibble bytes, each
  * split into its low and high nibbles (Q5_0: each ORed with its fifth bits, one shift and one AND from h'), 8
- * vpmaddubsw of unsigned weights against signed activations summed in int16 (bounded: Q4_1's 8 sums of 2 products
+ * vpmaddubsw of unsigned weights against signed activations summed in int16 (bounded: Q4_1's and Q4_0's 8 results
  * reach 30,720; Q5_0's 4 reach 31,744, so it keeps two sums), one vpmaddwd per sum, then for all 8 blocks one
  * convert, one fp16 conversion, one vmulps and one FMA; Q4_1 adds its minima (m_w times the activation's s, one
- * conversion and one FMA), Q5_0 subtracts 16 times each activation block's quant sum before the convert (its
- * weights are q - 16 with q in 0..31). A row's last m < 8 blocks run as a group (m <= 4: on 128-bit lanes) whose
- * lanes past m meet zero scales (and zero minima), read in place past the row except in the call's last row,
- * which is copied first.
+ * conversion and one FMA), Q5_0 and Q4_0 subtract 16 or 8 times each activation block's quant sum before the
+ * convert (their weights are q - 16 with q in 0..31, q - 8 with q in 0..15). A row's last m < 8 blocks run as a
+ * group (m <= 4: on 128-bit lanes) whose lanes past m meet zero scales (and zero minima), read in place past the
+ * row except in the call's last row, which is copied first.
  *
  * Prefill: from OW_FLOAT_GEMM_MIN_VECS vectors (float_gemm knob on) the rows are turned back into the file's blocks,
  * a slab at a time in a buffer that stays in L2, and given to the file type's AVX2 tile (its GEMM): the same
@@ -29,16 +30,22 @@
 
 #define Q4R8_MAX_BLOCKS 512
 
-/* the per-block side of the vector: its scales as floats, and Q4_1's s (d times its quant sum) as floats or
- * Q5_0's 16 times its quant sum as int32; each then 8 zeros */
+/* the layouts, a compile-time argument K of every function below */
+enum { Q4R8_Q4_1, Q4R8_Q5_0, Q4R8_Q4_0 };
+#define Q4R8_BYTES(K) \
+    ((K) == Q4R8_Q4_1 ? OW_Q4_1_R8_BLOCK_BYTES : (K) == Q4R8_Q5_0 ? OW_Q5_0_R8_BLOCK_BYTES : OW_Q4_0_R8_BLOCK_BYTES)
+#define Q4R8_OFFSET(K) ((K) == Q4R8_Q5_0 ? 16 : 8)   /* Q5_0, Q4_0: weight = d (q - offset) */
+
+/* the per-block side of the vector: its scales as floats, and Q4_1's s (d times its quant sum) as floats or, for
+ * Q5_0 and Q4_0, the quant sum times the weights' offset (16, 8) as int32; each then 8 zeros */
 typedef struct {
     int8_t q[OW_QK * Q4R8_MAX_BLOCKS + 32] __attribute__((aligned(32)));
     float d[Q4R8_MAX_BLOCKS + 8] __attribute__((aligned(32)));
-    union { float s[Q4R8_MAX_BLOCKS + 8]; int32_t sum16[Q4R8_MAX_BLOCKS + 8]; } __attribute__((aligned(32)));
+    union { float s[Q4R8_MAX_BLOCKS + 8]; int32_t offset_sum[Q4R8_MAX_BLOCKS + 8]; } __attribute__((aligned(32)));
 } q4r8_vector;
 
-TA_INLINE void q4r8_act(const void *x, int64_t nb, q4r8_vector *v, const int Q5) {
-    if (Q5) {
+TA_INLINE void q4r8_act(const void *x, int64_t nb, q4r8_vector *v, const int K) {
+    if (K != Q4R8_Q4_1) {
         const ow_block_q8_0 *b = x;
         r8_interleave_quants(x, sizeof *b, offsetof(ow_block_q8_0, qs), nb, v->q);
         for (int64_t i = 0; i < nb; i++) {
@@ -47,10 +54,10 @@ TA_INLINE void q4r8_act(const void *x, int64_t nb, q4r8_vector *v, const int Q5)
             const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
             const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
             const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-            v->sum16[i] = 16 * _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xb1)));
+            v->offset_sum[i] = Q4R8_OFFSET(K) * _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xb1)));
             v->d[i] = _cvtsh_ss(b[i].d);
         }
-        memset(v->sum16 + nb, 0, 8 * sizeof(int32_t));
+        memset(v->offset_sum + nb, 0, 8 * sizeof(int32_t));
     } else {
         const ow_block_q8_1 *b = x;
         r8_interleave_quants(x, sizeof *b, offsetof(ow_block_q8_1, qs), nb, v->q);
@@ -66,12 +73,13 @@ TA_INLINE void q4r8_act(const void *x, int64_t nb, q4r8_vector *v, const int Q5)
 /* One group of m blocks (8, or a row's last m < 8: fields and chunks 4m apart, read past the group) of R rows
  * against the vector at block g; lanes past m meet zero scales and minima */
 TA_INLINE void q4r8_group(const uint8_t *const *grp, int m, const q4r8_vector *v, int64_t g, __m256 *acc,
-                          __m256 *acc_min, const int R, const int FULL, const int Q5) {
-    const int n = FULL ? OW_R8_GROUP : m;
-    const int stride = 4 * n, head = (Q5 ? 6 : 4) * n;
+                          __m256 *acc_min, const int R, const int FULL, const int K) {
+    const int Q5 = K == Q4R8_Q5_0, n = FULL ? OW_R8_GROUP : m;
+    const int stride = 4 * n, head = (Q4R8_BYTES(K) - 16) * n;
     const int8_t *xg = v->q + 32 * g;
     const __m256i low4 = _mm256_set1_epi8(0x0f), bit5 = _mm256_set1_epi8(0x10);
-    __m256i p[2][2] = {{_mm256_setzero_si256(), _mm256_setzero_si256()}, {_mm256_setzero_si256(), _mm256_setzero_si256()}};
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i p[2][2] = {{zero, zero}, {zero, zero}};
     __m256i h[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     if (Q5)
         for (int r = 0; r < R; r++) h[r] = _mm256_loadu_si256((const __m256i *)(grp[r] + 2 * n));
@@ -95,13 +103,12 @@ TA_INLINE void q4r8_group(const uint8_t *const *grp, int m, const q4r8_vector *v
         _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
     for (int r = 0; r < R; r++) {
         __m256i isum = _mm256_madd_epi16(p[r][0], ones);
-        if (Q5)
-            isum = _mm256_sub_epi32(_mm256_add_epi32(isum, _mm256_madd_epi16(p[r][1], ones)),
-                                    _mm256_loadu_si256((const __m256i *)(v->sum16 + g)));
+        if (Q5) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p[r][1], ones));
+        if (K != Q4R8_Q4_1) isum = _mm256_sub_epi32(isum, _mm256_loadu_si256((const __m256i *)(v->offset_sum + g)));
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)grp[r]));
         if (!FULL) dw = _mm256_and_ps(dw, lanes);   /* lanes past m: other bytes, not scales (maybe NaN) */
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc[r]);
-        if (!Q5) {
+        if (K == Q4R8_Q4_1) {
             __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp[r] + 2 * n)));
             if (!FULL) mw = _mm256_and_ps(mw, lanes);
             acc_min[r] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(v->s + g), acc_min[r]);
@@ -113,8 +120,9 @@ TA_INLINE void q4r8_group(const uint8_t *const *grp, int m, const q4r8_vector *v
  * 4m apart read 16 bytes at a time (m < 4: up to 16 - 4m bytes past the row), lanes past m meet zero scales and
  * minima. The low half of acc gets what q4r8_group would give it (its upper lanes would add +0): the same floats. */
 TA_INLINE void q4r8_group_x4(const uint8_t *const *grp, int m, const q4r8_vector *v, int64_t g, __m256 *acc,
-                             __m256 *acc_min, const int R, const int Q5) {
-    const int stride = 4 * m, head = (Q5 ? 6 : 4) * m;
+                             __m256 *acc_min, const int R, const int K) {
+    const int Q5 = K == Q4R8_Q5_0;
+    const int stride = 4 * m, head = (Q4R8_BYTES(K) - 16) * m;
     const int8_t *xg = v->q + 32 * g;
     const __m128i low4 = _mm_set1_epi8(0x0f), bit5 = _mm_set1_epi8(0x10);
     __m128i p[2][2] = {{_mm_setzero_si128(), _mm_setzero_si128()}, {_mm_setzero_si128(), _mm_setzero_si128()}};
@@ -140,13 +148,12 @@ TA_INLINE void q4r8_group_x4(const uint8_t *const *grp, int m, const q4r8_vector
     const __m128 lanes = _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(m), _mm_setr_epi32(0, 1, 2, 3)));
     for (int r = 0; r < R; r++) {
         __m128i isum = _mm_madd_epi16(p[r][0], ones);
-        if (Q5)
-            isum = _mm_sub_epi32(_mm_add_epi32(isum, _mm_madd_epi16(p[r][1], ones)),
-                                 _mm_loadu_si128((const __m128i *)(v->sum16 + g)));
+        if (Q5) isum = _mm_add_epi32(isum, _mm_madd_epi16(p[r][1], ones));
+        if (K != Q4R8_Q4_1) isum = _mm_sub_epi32(isum, _mm_loadu_si128((const __m128i *)(v->offset_sum + g)));
         const __m128 dw = _mm_and_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)grp[r])), lanes);
         const __m128 low = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(dw, dx), _mm256_castps256_ps128(acc[r]));
         acc[r] = _mm256_insertf128_ps(acc[r], low, 0);
-        if (!Q5) {
+        if (K == Q4R8_Q4_1) {
             const __m128 mw = _mm_and_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(grp[r] + 2 * m))), lanes);
             const __m128 mins = _mm_fmadd_ps(mw, _mm_loadu_ps(v->s + g), _mm256_castps256_ps128(acc_min[r]));
             acc_min[r] = _mm256_insertf128_ps(acc_min[r], mins, 0);
@@ -158,13 +165,13 @@ TA_INLINE void q4r8_group_x4(const uint8_t *const *grp, int m, const q4r8_vector
  * (m > 4) or 16 - 4m bytes past the row (into the next row's bytes, meeting zero scales), except in the call's last
  * row (`last`: row R - 1), which has no next row and is copied first. */
 TA_INLINE void q4r8_rows(const uint8_t *const *wr, int64_t nb, const q4r8_vector *v, float *out, const int R,
-                         int last, const int Q5) {
-    const int B = Q5 ? OW_Q5_0_R8_BLOCK_BYTES : OW_Q4_1_R8_BLOCK_BYTES;
+                         int last, const int K) {
+    const int B = Q4R8_BYTES(K);
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, acc_min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     int64_t g = 0;
     for (; g + OW_R8_GROUP <= nb; g += OW_R8_GROUP) {
         const uint8_t *grp[2] = {wr[0] + ow_q4r8_group_at(B, g), wr[R - 1] + ow_q4r8_group_at(B, g)};
-        q4r8_group(grp, OW_R8_GROUP, v, g, acc, acc_min, R, 1, Q5);
+        q4r8_group(grp, OW_R8_GROUP, v, g, acc, acc_min, R, 1, K);
     }
     if (g < nb) {
         const int m = (int)(nb - g);
@@ -176,20 +183,20 @@ TA_INLINE void q4r8_rows(const uint8_t *const *wr, int64_t nb, const q4r8_vector
             grp[R - 1] = tail;
         }
         if (m == 4)   /* the common tail (896 columns), its offsets constant */
-            q4r8_group_x4(grp, 4, v, g, acc, acc_min, R, Q5);
+            q4r8_group_x4(grp, 4, v, g, acc, acc_min, R, K);
         else if (m < 4)
-            q4r8_group_x4(grp, m, v, g, acc, acc_min, R, Q5);
+            q4r8_group_x4(grp, m, v, g, acc, acc_min, R, K);
         else
-            q4r8_group(grp, m, v, g, acc, acc_min, R, 0, Q5);
+            q4r8_group(grp, m, v, g, acc, acc_min, R, 0, K);
     }
-    for (int r = 0; r < R; r++) out[r] = ta_hsum(Q5 ? acc[r] : _mm256_add_ps(acc[r], acc_min[r]));
+    for (int r = 0; r < R; r++) out[r] = ta_hsum(K == Q4R8_Q4_1 ? _mm256_add_ps(acc[r], acc_min[r]) : acc[r]);
 }
 
 /* One vector against nr rows (y[r]): pairs from the two halves, then the odd row */
 TA_INLINE void q4r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *y,
-                           q4r8_vector *v, const int Q5) {
+                           q4r8_vector *v, const int K) {
     const int64_t nb = n_cols / OW_QK;
-    q4r8_act(x, nb, v, Q5);
+    q4r8_act(x, nb, v, K);
     const size_t distance = ow_r16_prefetch();
     const int half = nr / 2;
     const size_t apart = (size_t)half * w_stride;
@@ -200,20 +207,20 @@ TA_INLINE void q4r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, in
             ow_prefetch_row(rows[1], w_stride, distance);
         }
         float pair[2];
-        q4r8_rows(rows, nb, v, pair, 2, nr % 2 == 0 && i == half - 1, Q5);
+        q4r8_rows(rows, nb, v, pair, 2, nr % 2 == 0 && i == half - 1, K);
         y[i] = pair[0];
         y[i + half] = pair[1];
     }
     if (nr % 2) {
         const uint8_t *row[1] = {w + (size_t)(nr - 1) * w_stride};
-        q4r8_rows(row, nb, v, y + nr - 1, 1, 1, Q5);
+        q4r8_rows(row, nb, v, y + nr - 1, 1, 1, K);
     }
 }
 
 /* One row back in the file's blocks: full groups here (the nibble chunks are a 4 x 8 transpose of int32, the
  * headers 8 scalar moves), a last partial group by the portable code */
-TA_INLINE void q4r8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols, const int Q5) {
-    const int B = Q5 ? OW_Q5_0_R8_BLOCK_BYTES : OW_Q4_1_R8_BLOCK_BYTES, head = 8 * (B - 16);
+TA_INLINE void q4r8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols, const int K) {
+    const int B = Q4R8_BYTES(K), head = 8 * (B - 16);
     const int64_t nb = n_cols / OW_QK;
     int64_t g = 0;
     for (; g + OW_R8_GROUP <= nb; g += OW_R8_GROUP) {
@@ -231,10 +238,10 @@ TA_INLINE void q4r8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols,
         }
         for (int k = 0; k < OW_R8_GROUP; k++) {
             memcpy(out + B * k, grp + 2 * k, 2);
-            if (Q5) {
+            if (K == Q4R8_Q5_0) {
                 const uint32_t qh = ow_q5_0_r8_gather(ow_read_u32(grp + 16 + 4 * k));
                 memcpy(out + B * k + 2, &qh, 4);
-            } else {
+            } else if (K == Q4R8_Q4_1) {
                 memcpy(out + B * k + 2, grp + 16 + 2 * k, 2);
             }
         }
@@ -244,8 +251,8 @@ TA_INLINE void q4r8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols,
 
 /* Prefill: slabs of rows back in the file's blocks (at most ~256 KiB, so they stay in L2 for the GEMM's passes),
  * each multiplied by the file type's tile; 0 if the buffer could not be had */
-TA_INLINE int q4r8_prefill(ow_tile_fn file_tile, OW_TILE_ARGS, const int Q5) {
-    const size_t file_row = (size_t)(n_cols / OW_QK) * (size_t)(Q5 ? OW_Q5_0_R8_BLOCK_BYTES : OW_Q4_1_R8_BLOCK_BYTES);
+TA_INLINE int q4r8_prefill(ow_tile_fn file_tile, OW_TILE_ARGS, const int K) {
+    const size_t file_row = (size_t)(n_cols / OW_QK) * (size_t)Q4R8_BYTES(K);
     size_t slab = ((size_t)256 << 10) / file_row / 8 * 8;
     slab = slab < 8 ? 8 : slab > 64 ? 64 : slab;
     if (slab > (size_t)nr) slab = (size_t)nr;
@@ -254,34 +261,41 @@ TA_INLINE int q4r8_prefill(ow_tile_fn file_tile, OW_TILE_ARGS, const int Q5) {
     for (int r0 = 0; r0 < nr; r0 += (int)slab) {
         const int n = nr - r0 < (int)slab ? nr - r0 : (int)slab;
         for (int i = 0; i < n; i++)
-            q4r8_unpack_row(w + (size_t)(r0 + i) * w_stride, buf + (size_t)i * file_row, n_cols, Q5);
+            q4r8_unpack_row(w + (size_t)(r0 + i) * w_stride, buf + (size_t)i * file_row, n_cols, K);
         file_tile(n_cols, buf, file_row, n, x, x_stride, n_vec, y + r0, y_stride);
     }
     free(buf);
     return 1;
 }
 
-TA_INLINE void q4r8_tile(OW_TILE_ARGS, const int Q5) {
+TA_INLINE void q4r8_tile(OW_TILE_ARGS, const int K) {
     const int64_t nb = n_cols / OW_QK;
+    const ow_vec_dot_fn generic = K == Q4R8_Q4_1 ? vec_dot_q4_1r8_q8_1_generic
+                            : K == Q4R8_Q5_0 ? vec_dot_q5_0r8_q8_0_generic : vec_dot_q4_0r8_q8_0_generic;
+    const ow_tile_fn file_gemm = K == Q4R8_Q4_1 ? vec_dot_q4_1_q8_1_gemm_avx2
+                               : K == Q4R8_Q5_0 ? vec_dot_q5_0_q8_0_gemm_avx2 : vec_dot_q4_0_q8_0_gemm_avx2;
     if (nb > Q4R8_MAX_BLOCKS) {   /* the generic kernels loop rows: any nr */
-        for (int i = 0; i < n_vec; i++) {
-            const void *xv = (const uint8_t *)x + (size_t)i * x_stride;
-            if (Q5) vec_dot_q5_0r8_q8_0_generic(n_cols, w, w_stride, nr, xv, y + (int64_t)i * y_stride);
-            else vec_dot_q4_1r8_q8_1_generic(n_cols, w, w_stride, nr, xv, y + (int64_t)i * y_stride);
-        }
+        for (int i = 0; i < n_vec; i++)
+            generic(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)i * x_stride, y + (int64_t)i * y_stride);
         return;
     }
     if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() &&
-        q4r8_prefill(Q5 ? vec_dot_q5_0_q8_0_gemm_avx2 : vec_dot_q4_1_q8_1_gemm_avx2, n_cols, w, w_stride, nr, x,
-                     x_stride, n_vec, y, y_stride, Q5))
+        q4r8_prefill(file_gemm, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, K))
         return;
     q4r8_vector v;
     for (int i = 0; i < n_vec; i++)
         q4r8_decode(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)i * x_stride, y + (int64_t)i * y_stride,
-                    &v, Q5);
+                    &v, K);
 }
 
 /* The any_rows tiles of the AVX2 paths (type_traits.c) */
-TA_TARGET void vec_dot_q4_1r8_q8_1_avx2(OW_TILE_ARGS) { q4r8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, 0); }
-TA_TARGET void vec_dot_q5_0r8_q8_0_avx2(OW_TILE_ARGS) { q4r8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, 1); }
+TA_TARGET void vec_dot_q4_1r8_q8_1_avx2(OW_TILE_ARGS) {
+    q4r8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, Q4R8_Q4_1);
+}
+TA_TARGET void vec_dot_q5_0r8_q8_0_avx2(OW_TILE_ARGS) {
+    q4r8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, Q4R8_Q5_0);
+}
+TA_TARGET void vec_dot_q4_0r8_q8_0_avx2(OW_TILE_ARGS) {
+    q4r8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, Q4R8_Q4_0);
+}
 #endif
