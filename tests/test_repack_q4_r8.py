@@ -27,6 +27,7 @@ from onewell._native import _core
 from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant import repack_q4_r8 as Q4R8
+from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.runtime import native_kernels as nk
 from onewell.runtime import native_repack as NR
 from onewell.runtime.native import NativeBackend
@@ -115,6 +116,20 @@ def test_matmul_on_r8_equals_the_file_matmul(path, wt, cols):
         for v in range(n_vec):   # a vector alone gives what it gives in the batch
             alone = NR.matmul(packed, rows, cols, x[v], isa=path, layout=layout)
             np.testing.assert_array_equal(alone, on_r8[v])
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("wt", [T.Q8_0, *LAYOUTS])
+def test_rows_longer_than_the_kernels_limit_run_the_generic_kernel(path, wt):
+    """Past 16,384 columns (the AVX2 kernels' interleaved vectors are sized for that) every R8 layout, Q8_0's too,
+    runs its generic kernel for any batch below the GEMM: the file layout's generic results bit for bit."""
+    rng = np.random.default_rng(7)
+    rows, cols, layout = 5, 16416, LAYOUTS.get(wt, Q8_0_R8)
+    raw = weight(rng, wt, rows, cols)
+    packed = NR.repack(raw, wt, rows, cols, layout=layout)
+    x = rng.standard_normal((3, cols)).astype(np.float32)
+    np.testing.assert_array_equal(NR.matmul(packed, rows, cols, x, isa=path, layout=layout),
+                                  nk.matmul(raw, wt, rows, cols, x, isa="generic"))
 
 
 @pytest.mark.parametrize("path", PATHS)

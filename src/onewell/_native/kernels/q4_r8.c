@@ -1,6 +1,6 @@
-/* The portable code of the Q4_1 R8, Q5_0 R8 and Q4_0 R8 layouts (q4_r8.h): the load-time repack from the file's blocks,
- * its inverse (the AVX2 prefill hands file-layout rows to the file types' GEMMs), and the generic dot kernels,
- * which every path without its own kernel runs. onewell/quant/repack_r8.py is the numpy twin. */
+/* The portable code of the Q4_1 R8, Q5_0 R8 and Q4_0 R8 layouts (q4_r8.h): the load-time repack from the file's
+ * blocks, its inverse (the AVX2 prefill hands file-layout rows to the file types' GEMMs), and the generic dot
+ * kernels, which every path without its own kernel runs. onewell/quant/repack_q4_r8.py is the numpy twin. */
 #include <string.h>
 
 #include "matvec.h"
@@ -11,7 +11,7 @@
 /* One row's groups from block g0 on between the file's blocks and the layout, either way (to_r8: `in` is the file
  * row, else the R8 row): the two differ only in where each field sits, and Q5_0's fifth bits in their order */
 static void q4r8_convert_row(int block_bytes, const uint8_t *in, uint8_t *out, int64_t nb, int64_t g0, int to_r8) {
-    const int second = ow_q4r8_head(block_bytes) - 2;   /* bytes of m (Q4_1) or qh (Q5_0) */
+    const int second = ow_q4r8_head(block_bytes) - 2;   /* bytes of m (Q4_1) or qh (Q5_0); Q4_0: none */
     for (int64_t g = g0; g < nb; g += OW_R8_GROUP) {
         const int m = ow_r8_group_blocks(nb, g);
         for (int k = 0; k < m; k++) {

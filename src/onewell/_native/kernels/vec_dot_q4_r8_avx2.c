@@ -1,8 +1,8 @@
 /* AVX2 kernels of the Q4_1 R8, Q5_0 R8 and Q4_0 R8 layouts (q4_r8.h): decode, and prefill through the file types'
  * GEMMs.
  *
- * Decode (one vector): as Q8_0 R8's (vec_dot_q8_0_r8_avx2.c): the vector's quants interleaved once per call, rows
- * in pairs from the two halves of the call's rows. Per group of 8 blocks and row: 4 loads of 32 nibble bytes, each
+ * Decode (up to OW_FLOAT_GEMM_MIN_VECS - 1 vectors): as Q8_0 R8's (vec_dot_q8_0_r8_avx2.c): each vector's quants
+ * interleaved once per call, rows in pairs from the two halves of the call's rows, each pair against every vector. Per group of 8 blocks and row: 4 loads of 32 nibble bytes, each
  * split into its low and high nibbles (Q5_0: each ORed with its fifth bits, one shift and one AND from h'), 8
  * vpmaddubsw of unsigned weights against signed activations summed in int16 (bounded: Q4_1's and Q4_0's 8 results
  * reach 30,720; Q5_0's 4 reach 31,744, so it keeps two sums), one vpmaddwd per sum, then for all 8 blocks one
@@ -14,7 +14,7 @@
  *
  * Prefill: from OW_FLOAT_GEMM_MIN_VECS vectors (float_gemm knob on) the rows are turned back into the file's blocks,
  * a slab at a time in a buffer that stays in L2, and given to the file type's AVX2 tile (its GEMM): the same
- * results as the file layout's prefill. Smaller batches run each vector as decode.
+ * results as the file layout's prefill. Smaller batches run as decode (bit for bit the one-vector results).
  *
  * Limit (else the generic kernel): rows up to Q4R8_MAX_BLOCKS blocks (16,384 columns). */
 #include "vec_dot.h"
@@ -192,11 +192,12 @@ TA_INLINE void q4r8_rows(const uint8_t *const *wr, int64_t nb, const q4r8_vector
     for (int r = 0; r < R; r++) out[r] = ta_hsum(K == Q4R8_Q4_1 ? _mm256_add_ps(acc[r], acc_min[r]) : acc[r]);
 }
 
-/* One vector against nr rows (y[r]): pairs from the two halves, then the odd row */
-TA_INLINE void q4r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *y,
-                           q4r8_vector *v, const int K) {
+/* n_vec interleaved vectors against nr rows (y[v * y_stride + r]): pairs from the two halves, then the odd row;
+ * each pair meets every vector while it is in L1, so a batch of a few sequences streams the weights once, as the
+ * file layout's tiles do. Each (row, vector) runs the operations it runs alone: the one-vector result bit for bit. */
+TA_INLINE void q4r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const q4r8_vector *vs,
+                           int n_vec, float *y, int64_t y_stride, const int K) {
     const int64_t nb = n_cols / OW_QK;
-    q4r8_act(x, nb, v, K);
     const size_t distance = ow_r16_prefetch();
     const int half = nr / 2;
     const size_t apart = (size_t)half * w_stride;
@@ -206,14 +207,16 @@ TA_INLINE void q4r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, in
             ow_prefetch_row(rows[0], w_stride, distance);
             ow_prefetch_row(rows[1], w_stride, distance);
         }
-        float pair[2];
-        q4r8_rows(rows, nb, v, pair, 2, nr % 2 == 0 && i == half - 1, K);
-        y[i] = pair[0];
-        y[i + half] = pair[1];
+        for (int v = 0; v < n_vec; v++) {
+            float pair[2];
+            q4r8_rows(rows, nb, vs + v, pair, 2, nr % 2 == 0 && i == half - 1, K);
+            y[v * y_stride + i] = pair[0];
+            y[v * y_stride + i + half] = pair[1];
+        }
     }
     if (nr % 2) {
         const uint8_t *row[1] = {w + (size_t)(nr - 1) * w_stride};
-        q4r8_rows(row, nb, v, y + nr - 1, 1, 1, K);
+        for (int v = 0; v < n_vec; v++) q4r8_rows(row, nb, vs + v, y + v * y_stride + nr - 1, 1, 1, K);
     }
 }
 
@@ -282,10 +285,17 @@ TA_INLINE void q4r8_tile(OW_TILE_ARGS, const int K) {
     if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() &&
         q4r8_prefill(file_gemm, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, K))
         return;
-    q4r8_vector v;
-    for (int i = 0; i < n_vec; i++)
-        q4r8_decode(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)i * x_stride, y + (int64_t)i * y_stride,
-                    &v, K);
+    q4r8_vector one, *vs = n_vec > 1 ? aligned_alloc(32, (size_t)n_vec * sizeof *vs) : NULL;   /* a multiple of 32 */
+    if (!vs) {   /* one vector, or no memory for several: one vector at a time (the same results) */
+        for (int i = 0; i < n_vec; i++) {
+            q4r8_act((const uint8_t *)x + (size_t)i * x_stride, nb, &one, K);
+            q4r8_decode(n_cols, w, w_stride, nr, &one, 1, y + (int64_t)i * y_stride, y_stride, K);
+        }
+        return;
+    }
+    for (int i = 0; i < n_vec; i++) q4r8_act((const uint8_t *)x + (size_t)i * x_stride, nb, vs + i, K);
+    q4r8_decode(n_cols, w, w_stride, nr, vs, n_vec, y, y_stride, K);
+    free(vs);
 }
 
 /* The any_rows tiles of the AVX2 paths (type_traits.c) */

@@ -1,6 +1,6 @@
 /* AVX2 kernels of the Q8_0 R8 layout (q8_0_r8.h): decode, and prefill as the float GEMM.
  *
- * Decode (one vector): the vector's quants are interleaved once per call as the weights' chunks are (an 8 x 8
+ * Decode (up to OW_FLOAT_GEMM_MIN_VECS - 1 vectors): each vector's quants are interleaved once per call as the weights' chunks are (an 8 x 8
  * transpose of int32 per full group), its scales converted to floats; then rows go in pairs from the two halves of
  * the call's rows (two streams from memory, as the file layout's kernels read: vec_dot_x86_rows.h). Per group and
  * row: 8 x (load, vpsignb x2, vpmaddubsw, vpmaddwd, vpaddd), then one convert, one fp16 scale conversion, one
@@ -10,15 +10,18 @@
  *
  * Prefill: from OW_FLOAT_GEMM_MIN_VECS vectors (with the float_gemm knob on) the float GEMM of the AVX2 paths
  * (gemm_f32_avx2.h) on panels dequantized from this layout: the same floats as the Q8_0 GEMM's panels, so the
- * same results as the file layout's prefill. Smaller batches run each vector as decode (bit for bit).
+ * same results as the file layout's prefill. Smaller batches run as decode, each row pair against every vector in
+ * turn while it is in L1 (bit for bit the one-vector results; perf-log entry 43: 1.17-1.28x at 2-8 vectors on a
+ * matrix from memory, against one vector at a time).
  *
  * Limit (else the generic kernel, correct and slower): rows up to R8_MAX_BLOCKS blocks (16,384 columns), whose
- * interleaved vector lives on the stack. Reads stay inside the call's rows: only a tail other than 4 blocks reads
+ * interleaved vectors live on the stack (one) or in one heap buffer (several). Reads stay inside the call's rows: only a tail other than 4 blocks reads
  * past its row, into the next one, and the call's last row copies its tail instead. */
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tile_avx2.h"
@@ -36,10 +39,15 @@ TA_INLINE __m256i r8_dot4(__m256i q, __m256i a) {
 
 /* A Q8_0 vector as the kernel reads it: quants interleaved as the weights' (r8_act_avx2.h), scales as floats then
  * 8 zeros */
-TA_INLINE void r8_act(const ow_block_q8_0 *x, int64_t nb, int8_t *xi, float *xs) {
-    r8_interleave_quants((const uint8_t *)x, sizeof *x, offsetof(ow_block_q8_0, qs), nb, xi);
-    for (int64_t b = 0; b < nb; b++) xs[b] = _cvtsh_ss(x[b].d);
-    _mm256_storeu_ps(xs + nb, _mm256_setzero_ps());
+typedef struct {
+    int8_t q[OW_QK * R8_MAX_BLOCKS + 32] __attribute__((aligned(32)));
+    float d[R8_MAX_BLOCKS + 8] __attribute__((aligned(32)));
+} r8_vector;
+
+TA_INLINE void r8_act(const ow_block_q8_0 *x, int64_t nb, r8_vector *v) {
+    r8_interleave_quants((const uint8_t *)x, sizeof *x, offsetof(ow_block_q8_0, qs), nb, v->q);
+    for (int64_t b = 0; b < nb; b++) v->d[b] = _cvtsh_ss(x[b].d);
+    _mm256_storeu_ps(v->d + nb, _mm256_setzero_ps());
 }
 
 /* One group of m blocks (8, or a tail of 5..7: chunk stride 4m, read as r8_rows says) of R rows against the vector;
@@ -86,7 +94,7 @@ TA_INLINE void r8_group_x4(const uint8_t *const *grp, int m, const int8_t *xg, c
     }
 }
 
-/* R (1 or 2) rows against the interleaved vector (xi, xs): out[r]. A tail of m blocks other than 4 is read in
+/* R (1 or 2) rows against an interleaved vector (quants xi, scales xs): out[r]. A tail of m blocks other than 4 is read in
  * place up to 32 - 4m (m > 4) or 16 - 4m bytes past the row, into the next row's (junk lanes that meet zero
  * scales), except in the call's last row (`last`: row R - 1 is it), which has no next row and is copied first. */
 TA_INLINE void r8_rows(const uint8_t *const *wr, int64_t nb, const int8_t *xi, const float *xs, float *out, const int R,
@@ -116,16 +124,11 @@ TA_INLINE void r8_rows(const uint8_t *const *wr, int64_t nb, const int8_t *xi, c
     for (int r = 0; r < R; r++) out[r] = ta_hsum(acc[r]);
 }
 
-/* One vector against nr rows (y[r]): pairs from the two halves, then the odd row */
-TA_TARGET static void r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const void *x, float *y) {
-    const int64_t nb = n_cols / OW_QK;
-    if (nb > R8_MAX_BLOCKS) {
-        vec_dot_q8_0r8_q8_0_generic(n_cols, w, w_stride, nr, x, y);   /* any nr: the generic kernel loops rows */
-        return;
-    }
-    int8_t xi[OW_QK * R8_MAX_BLOCKS + 32] __attribute__((aligned(32)));
-    float xs[R8_MAX_BLOCKS + 8] __attribute__((aligned(32)));
-    r8_act(x, nb, xi, xs);
+/* n_vec interleaved vectors against nr rows (y[v * y_stride + r]): pairs from the two halves, then the odd row;
+ * each pair meets every vector while it is in L1, so a batch of a few sequences streams the weights once, as the
+ * file layout's tiles do. Each (row, vector) runs the operations it runs alone: the one-vector result bit for bit. */
+TA_INLINE void r8_decode(int64_t nb, const uint8_t *w, size_t w_stride, int nr, const r8_vector *vs, int n_vec,
+                         float *y, int64_t y_stride) {
     const size_t distance = ow_r16_prefetch();
     const int half = nr / 2;
     const size_t apart = (size_t)half * w_stride;
@@ -135,24 +138,42 @@ TA_TARGET static void r8_decode(int64_t n_cols, const uint8_t *w, size_t w_strid
             ow_prefetch_row(rows[0], w_stride, distance);
             ow_prefetch_row(rows[1], w_stride, distance);
         }
-        float pair[2];
-        r8_rows(rows, nb, xi, xs, pair, 2, nr % 2 == 0 && i == half - 1);
-        y[i] = pair[0];
-        y[i + half] = pair[1];
+        for (int v = 0; v < n_vec; v++) {
+            float pair[2];
+            r8_rows(rows, nb, vs[v].q, vs[v].d, pair, 2, nr % 2 == 0 && i == half - 1);
+            y[v * y_stride + i] = pair[0];
+            y[v * y_stride + i + half] = pair[1];
+        }
     }
     if (nr % 2) {
         const uint8_t *row[1] = {w + (size_t)(nr - 1) * w_stride};
-        r8_rows(row, nb, xi, xs, y + nr - 1, 1, 1);
+        for (int v = 0; v < n_vec; v++) r8_rows(row, nb, vs[v].q, vs[v].d, y + v * y_stride + nr - 1, 1, 1);
     }
 }
 
-/* The any_rows tile of the AVX2 paths (type_traits.c) */
+/* The any_rows tile of the AVX2 paths (type_traits.c). Rows over R8_MAX_BLOCKS blocks: the generic kernel (any nr) */
 TA_TARGET void vec_dot_q8_0r8_q8_0_avx2(OW_TILE_ARGS) {
     if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm()) {
         vec_dot_q8_0r8_q8_0_gemm_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
         return;
     }
-    for (int v = 0; v < n_vec; v++)
-        r8_decode(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)v * x_stride, y + (int64_t)v * y_stride);
+    const int64_t nb = n_cols / OW_QK;
+    if (nb > R8_MAX_BLOCKS) {
+        for (int v = 0; v < n_vec; v++)
+            vec_dot_q8_0r8_q8_0_generic(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)v * x_stride,
+                                        y + (int64_t)v * y_stride);
+        return;
+    }
+    r8_vector one, *vs = n_vec > 1 ? aligned_alloc(32, (size_t)n_vec * sizeof *vs) : NULL;   /* a multiple of 32 */
+    if (!vs) {   /* one vector, or no memory for several: one vector at a time (the same results) */
+        for (int v = 0; v < n_vec; v++) {
+            r8_act((const ow_block_q8_0 *)((const uint8_t *)x + (size_t)v * x_stride), nb, &one);
+            r8_decode(nb, w, w_stride, nr, &one, 1, y + (int64_t)v * y_stride, y_stride);
+        }
+        return;
+    }
+    for (int v = 0; v < n_vec; v++) r8_act((const ow_block_q8_0 *)((const uint8_t *)x + (size_t)v * x_stride), nb, vs + v);
+    r8_decode(nb, w, w_stride, nr, vs, n_vec, y, y_stride);
+    free(vs);
 }
 #endif
