@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_native_backend import IDS, tiny_spec
-from test_repack import PROMPT, R16_TYPES, assert_layout_keeps_the_model, magnitude, random_weight
+from test_repack import (PROMPT, R16_TYPES, assert_layout_keeps_the_model, assert_tiny_logits_match, magnitude,
+                         random_weight)
 from test_repack_q4_1 import random_q4_1
 
 from onewell._native import _core
@@ -201,12 +202,7 @@ def test_backend_logits_with_r8(path, layout):
     backend = NativeBackend(spec, n_ctx=32, isa=path, repack={layout}, kv_type="f32")
     assert backend.info()["repacked"]["matrices"] > 0
     on = backend.forward(IDS, all_logits=True)
-    if path == "generic":
-        np.testing.assert_array_equal(on, off)
-    else:   # the bounds of test_repack.py's R16 comparison (float summation order only)
-        err = np.abs(on - off) / np.abs(off).max()
-        assert err.mean() < 1e-4 and err.max() < 1e-2, (err.mean(), err.max())
-    assert (on.argmax(axis=1) == off.argmax(axis=1)).all()
+    assert_tiny_logits_match(path, on, off)   # the bounds of test_repack.py's R16 comparison
 
 
 def test_avx2_default_follows_the_cpu_table():
