@@ -91,39 +91,21 @@ static float dot_row_q4_1r8(const uint8_t *w, const ow_block_q8_1 *x, int64_t nb
     return sum;
 }
 
-static float dot_row_q5_0r8(const uint8_t *w, const ow_block_q8_0 *x, int64_t nb) {
-    const int B = OW_Q5_0_R8_BLOCK_BYTES;
+/* Q5_0 R8 (block_bytes 22: weight = d (q - 16), q = nibble | fifth bit << 4) and Q4_0 R8 (18: d (nibble - 8)) */
+static float dot_row_q5_0r8_q4_0r8(int block_bytes, const uint8_t *w, const ow_block_q8_0 *x, int64_t nb) {
+    const int B = block_bytes, fifth = B == OW_Q5_0_R8_BLOCK_BYTES, offset = fifth ? 16 : 8;
     float sum = 0.0f;
     for (int64_t g = 0; g < nb; g += OW_R8_GROUP) {
         const int m = ow_r8_group_blocks(nb, g);
         for (int k = 0; k < m; k++) {
             const ow_block_q8_0 *xb = x + g + k;
-            const uint32_t qh = ow_q5_0_r8_gather(ow_read_u32(w + ow_q4r8_second_at(B, g, m, k)));
+            const uint32_t qh = fifth ? ow_q5_0_r8_gather(ow_read_u32(w + ow_q4r8_second_at(B, g, m, k))) : 0;
             int32_t sumi = 0;
             for (int t = 0; t < 16; t++) {
                 const uint8_t q = w[ow_q4r8_nibble_at(B, g, m, k, t)];
                 const int lo = (q & 0x0f) | (int)(((qh >> t) & 1u) << 4);
                 const int hi = (q >> 4) | (int)(((qh >> (t + 16)) & 1u) << 4);
-                sumi += (lo - 16) * xb->qs[t] + (hi - 16) * xb->qs[t + 16];
-            }
-            sum += (float)sumi * (ow_fp16_to_fp32(ow_read_u16(w + ow_q4r8_d_at(B, g, k))) * ow_fp16_to_fp32(xb->d));
-        }
-    }
-    return sum;
-}
-
-static float dot_row_q4_0r8(const uint8_t *w, const ow_block_q8_0 *x, int64_t nb) {
-    const int B = OW_Q4_0_R8_BLOCK_BYTES;
-    float sum = 0.0f;
-    for (int64_t g = 0; g < nb; g += OW_R8_GROUP) {
-        const int m = ow_r8_group_blocks(nb, g);
-        for (int k = 0; k < m; k++) {
-            const ow_block_q8_0 *xb = x + g + k;
-            int32_t sumi = 0;
-            for (int t = 0; t < 16; t++) {
-                const uint8_t q = w[ow_q4r8_nibble_at(B, g, m, k, t)];
-                sumi += ((q & 0x0f) - 8) * xb->qs[t];
-                sumi += ((q >> 4) - 8) * xb->qs[t + 16];
+                sumi += (lo - offset) * xb->qs[t] + (hi - offset) * xb->qs[t + 16];
             }
             sum += (float)sumi * (ow_fp16_to_fp32(ow_read_u16(w + ow_q4r8_d_at(B, g, k))) * ow_fp16_to_fp32(xb->d));
         }
@@ -132,7 +114,8 @@ static float dot_row_q4_0r8(const uint8_t *w, const ow_block_q8_0 *x, int64_t nb
 }
 
 void vec_dot_q4_0r8_q8_0_generic(OW_DOT_ARGS) {
-    for (int r = 0; r < nr; r++) s[r] = dot_row_q4_0r8(w + (size_t)r * w_stride, x, n_cols / OW_QK);
+    for (int r = 0; r < nr; r++)
+        s[r] = dot_row_q5_0r8_q4_0r8(OW_Q4_0_R8_BLOCK_BYTES, w + (size_t)r * w_stride, x, n_cols / OW_QK);
 }
 
 void vec_dot_q4_1r8_q8_1_generic(OW_DOT_ARGS) {
@@ -140,5 +123,6 @@ void vec_dot_q4_1r8_q8_1_generic(OW_DOT_ARGS) {
 }
 
 void vec_dot_q5_0r8_q8_0_generic(OW_DOT_ARGS) {
-    for (int r = 0; r < nr; r++) s[r] = dot_row_q5_0r8(w + (size_t)r * w_stride, x, n_cols / OW_QK);
+    for (int r = 0; r < nr; r++)
+        s[r] = dot_row_q5_0r8_q4_0r8(OW_Q5_0_R8_BLOCK_BYTES, w + (size_t)r * w_stride, x, n_cols / OW_QK);
 }

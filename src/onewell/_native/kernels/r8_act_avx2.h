@@ -1,5 +1,6 @@
-/* The activation side of the R8 layouts' AVX2 kernels (q8_0_r8.h, q4_r8.h): a vector's quants interleaved once
- * per call as the weights' chunks are, so one 32-byte load meets 8 blocks' bytes in the lanes of their blocks. */
+/* What the R8 layouts' AVX2 decode kernels (q8_0_r8.h, q4_r8.h) share: a vector's quants interleaved once per call
+ * as the weights' chunks are, so one 32-byte load meets 8 blocks' bytes in the lanes of their blocks; and the order
+ * in which a call's rows meet its vectors. */
 #ifndef ONEWELL_R8_ACT_AVX2_H
 #define ONEWELL_R8_ACT_AVX2_H
 
@@ -7,6 +8,7 @@
 
 #include "q8_0_r8.h"
 #include "tile_avx2.h"
+#include "vec_dot_x86_rows.h"
 
 /* nb activation blocks at x, block_bytes apart with their 32 quants at byte qs_at: chunk j of the group at block g
  * (4m bytes at 32 g + 4 m j: bytes 4j..4j+3 of blocks g..g+m-1) into xi, then 32 zero bytes. A full group is an
@@ -28,5 +30,34 @@ TA_INLINE void r8_interleave_quants(const uint8_t *x, size_t block_bytes, size_t
     }
     memset(xi + 32 * nb, 0, 32);
 }
+
+/* n_vec interleaved vectors against nr rows at w, w + w_stride, ... (y[v * y_stride + r]): pairs from the two halves
+ * of the call's rows (two streams from memory, as the file layouts' kernels read), then the odd row; each pair meets
+ * every vector while it is in L1, so a batch of a few sequences streams the weights once. Each (row, vector) runs
+ * the operations it runs alone: the one-vector result bit for bit. ROWS(rows, R, last, v, out) computes R (1 or 2)
+ * rows against vector v into out[0..R-1]; `last` says row R - 1 is the call's last (no row after it to read into). */
+#define OW_R8_ROW_PAIRS(w, w_stride, nr, n_vec, y, y_stride, ROWS)                                        \
+    do {                                                                                                 \
+        const size_t distance_ = ow_r16_prefetch();                                                      \
+        const int half_ = (nr) / 2;                                                                      \
+        const size_t apart_ = (size_t)half_ * (w_stride);                                                \
+        for (int i_ = 0; i_ < half_; i_++) {                                                             \
+            const uint8_t *rows_[2] = {(w) + (size_t)i_ * (w_stride), (w) + (size_t)i_ * (w_stride) + apart_}; \
+            if (distance_) {                                                                             \
+                ow_prefetch_row(rows_[0], (w_stride), distance_);                                        \
+                ow_prefetch_row(rows_[1], (w_stride), distance_);                                        \
+            }                                                                                            \
+            for (int v_ = 0; v_ < (n_vec); v_++) {                                                       \
+                float pair_[2];                                                                          \
+                ROWS(rows_, 2, (nr) % 2 == 0 && i_ == half_ - 1, v_, pair_);                             \
+                (y)[v_ * (y_stride) + i_] = pair_[0];                                                    \
+                (y)[v_ * (y_stride) + i_ + half_] = pair_[1];                                            \
+            }                                                                                            \
+        }                                                                                                \
+        if ((nr) % 2) {                                                                                  \
+            const uint8_t *row_[1] = {(w) + (size_t)((nr) - 1) * (w_stride)};                            \
+            for (int v_ = 0; v_ < (n_vec); v_++) ROWS(row_, 1, 1, v_, (y) + v_ * (y_stride) + (nr) - 1); \
+        }                                                                                                \
+    } while (0)
 
 #endif

@@ -26,7 +26,6 @@
 #include "q4_r8.h"
 #include "r8_act_avx2.h"
 #include "tile_avx2.h"
-#include "vec_dot_x86_rows.h"
 
 #define Q4R8_MAX_BLOCKS 512
 
@@ -192,32 +191,13 @@ TA_INLINE void q4r8_rows(const uint8_t *const *wr, int64_t nb, const q4r8_vector
     for (int r = 0; r < R; r++) out[r] = ta_hsum(K == Q4R8_Q4_1 ? _mm256_add_ps(acc[r], acc_min[r]) : acc[r]);
 }
 
-/* n_vec interleaved vectors against nr rows (y[v * y_stride + r]): pairs from the two halves, then the odd row;
- * each pair meets every vector while it is in L1, so a batch of a few sequences streams the weights once, as the
- * file layout's tiles do. Each (row, vector) runs the operations it runs alone: the one-vector result bit for bit. */
+/* n_vec interleaved vectors against nr rows (y[v * y_stride + r]), in the order of OW_R8_ROW_PAIRS */
 TA_INLINE void q4r8_decode(int64_t n_cols, const uint8_t *w, size_t w_stride, int nr, const q4r8_vector *vs,
                            int n_vec, float *y, int64_t y_stride, const int K) {
     const int64_t nb = n_cols / OW_QK;
-    const size_t distance = ow_r16_prefetch();
-    const int half = nr / 2;
-    const size_t apart = (size_t)half * w_stride;
-    for (int i = 0; i < half; i++) {
-        const uint8_t *rows[2] = {w + (size_t)i * w_stride, w + (size_t)i * w_stride + apart};
-        if (distance) {
-            ow_prefetch_row(rows[0], w_stride, distance);
-            ow_prefetch_row(rows[1], w_stride, distance);
-        }
-        for (int v = 0; v < n_vec; v++) {
-            float pair[2];
-            q4r8_rows(rows, nb, vs + v, pair, 2, nr % 2 == 0 && i == half - 1, K);
-            y[v * y_stride + i] = pair[0];
-            y[v * y_stride + i + half] = pair[1];
-        }
-    }
-    if (nr % 2) {
-        const uint8_t *row[1] = {w + (size_t)(nr - 1) * w_stride};
-        for (int v = 0; v < n_vec; v++) q4r8_rows(row, nb, vs + v, y + v * y_stride + nr - 1, 1, 1, K);
-    }
+#define Q4R8_ROWS(rows, R, last, v, out) q4r8_rows(rows, nb, vs + (v), out, R, last, K)
+    OW_R8_ROW_PAIRS(w, w_stride, nr, n_vec, y, y_stride, Q4R8_ROWS);
+#undef Q4R8_ROWS
 }
 
 /* One row back in the file's blocks: full groups here (the nibble chunks are a 4 x 8 transpose of int32, the

@@ -27,7 +27,6 @@
 #include "tile_avx2.h"
 #include "q8_0_r8.h"
 #include "r8_act_avx2.h"
-#include "vec_dot_x86_rows.h"
 
 #define R8_MAX_BLOCKS 512
 
@@ -124,31 +123,12 @@ TA_INLINE void r8_rows(const uint8_t *const *wr, int64_t nb, const int8_t *xi, c
     for (int r = 0; r < R; r++) out[r] = ta_hsum(acc[r]);
 }
 
-/* n_vec interleaved vectors against nr rows (y[v * y_stride + r]): pairs from the two halves, then the odd row;
- * each pair meets every vector while it is in L1, so a batch of a few sequences streams the weights once, as the
- * file layout's tiles do. Each (row, vector) runs the operations it runs alone: the one-vector result bit for bit. */
+/* n_vec interleaved vectors against nr rows (y[v * y_stride + r]), in the order of OW_R8_ROW_PAIRS */
 TA_INLINE void r8_decode(int64_t nb, const uint8_t *w, size_t w_stride, int nr, const r8_vector *vs, int n_vec,
                          float *y, int64_t y_stride) {
-    const size_t distance = ow_r16_prefetch();
-    const int half = nr / 2;
-    const size_t apart = (size_t)half * w_stride;
-    for (int i = 0; i < half; i++) {
-        const uint8_t *rows[2] = {w + (size_t)i * w_stride, w + (size_t)i * w_stride + apart};
-        if (distance) {
-            ow_prefetch_row(rows[0], w_stride, distance);
-            ow_prefetch_row(rows[1], w_stride, distance);
-        }
-        for (int v = 0; v < n_vec; v++) {
-            float pair[2];
-            r8_rows(rows, nb, vs[v].q, vs[v].d, pair, 2, nr % 2 == 0 && i == half - 1);
-            y[v * y_stride + i] = pair[0];
-            y[v * y_stride + i + half] = pair[1];
-        }
-    }
-    if (nr % 2) {
-        const uint8_t *row[1] = {w + (size_t)(nr - 1) * w_stride};
-        for (int v = 0; v < n_vec; v++) r8_rows(row, nb, vs[v].q, vs[v].d, y + v * y_stride + nr - 1, 1, 1);
-    }
+#define R8_Q8_0_ROWS(rows, R, last, v, out) r8_rows(rows, nb, vs[v].q, vs[v].d, out, R, last)
+    OW_R8_ROW_PAIRS(w, w_stride, nr, n_vec, y, y_stride, R8_Q8_0_ROWS);
+#undef R8_Q8_0_ROWS
 }
 
 /* The any_rows tile of the AVX2 paths (type_traits.c). Rows over R8_MAX_BLOCKS blocks: the generic kernel (any nr) */
