@@ -19,7 +19,7 @@ CC_BIN=${CC:-gcc}
 DEFAULT_TESTS=(tests/test_native_kernels.py tests/test_kernel_bf16_avx512.py tests/test_kernel_tile_f16.py tests/test_kernel_gemm_q8_0.py
                tests/test_kernel_gemm_f16_bf16.py tests/test_kernel_gemm_i8_rows.py
                tests/test_kernel_gemm_k_rows.py
-               tests/test_r16_vector_blocks.py tests/test_repack_q8_0_r8.py tests/test_repack_q4_r8.py
+               tests/test_r16_vector_blocks.py tests/test_repack_q8_0_r8.py tests/test_repack_q4_r8.py tests/test_repack_qk_r8.py
                tests/test_native_ops.py tests/test_threadpool.py tests/test_bindings_sizes.py
                tests/test_native_backend.py tests/test_kv_cache.py tests/test_fuzz_smoke.py tests/test_fuzz_regressions.py)
 

@@ -23,6 +23,7 @@ from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant import dequantize
 from onewell.quant.repack import Q4_1_R16, Q8_0_R16
 from onewell.quant.repack_q4_r8 import Q4_0_R8, Q4_1_R8, Q5_0_R8
+from onewell.quant.repack_qk_r8 import Q4_K_R8, Q5_K_R8, Q6_K_R8
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
 from onewell.runtime import native_kernels as nk
@@ -62,12 +63,12 @@ def test_the_table_names_the_gemm_and_where_it_starts():
     # paths (test_kernel_gemm_f16_bf16.py), Q4_0's, Q5_0's, IQ4_NL's, Q4_1's and Q5_1's on those
     # (test_kernel_gemm_i8_rows.py), the K-quants' and IQ4_XS's on all three (test_kernel_gemm_k_rows.py),
     # Q4_1 R16's and Q8_0 R16's on the AVX-512 path (test_repack_q4_1.py, test_repack.py), and the R8 layouts',
-    # whose AVX2 tiles every x86 path falls back to (test_repack_q8_0_r8.py, test_repack_q4_r8.py)
+    # whose AVX2 tiles every x86 path falls back to (test_repack_q8_0_r8.py, test_repack_q4_r8.py, test_repack_qk_r8.py)
     k_quants = (int(T.Q4_K), int(T.Q5_K), int(T.Q6_K), int(T.Q2_K), int(T.Q3_K), int(T.IQ4_XS))
     gemms = (int(T.Q8_0), int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0), int(T.Q4_1), int(T.Q5_1),
-             int(T.IQ4_NL), Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8) + k_quants
+             int(T.IQ4_NL), Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8) + k_quants
     on_avx512 = (int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0), int(T.IQ4_NL), int(T.Q4_1), int(T.Q5_1),
-                 Q4_1_R16, Q8_0_R16, Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8) + k_quants
+                 Q4_1_R16, Q8_0_R16, Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8) + k_quants
     others = [(t.name, p) for t in type_traits().values() for p, start in t.float_gemm_from.items()
               if start is not None and not (t.id in gemms and p in ("avx2", "avx2-vnni"))
               and not (t.id in on_avx512 and p == "avx512")]

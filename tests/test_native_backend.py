@@ -173,37 +173,51 @@ def rounding_margins(x: np.ndarray, block: int, signed_max: bool) -> tuple[np.nd
     return (0.5 - np.abs(v - q)).reshape(n, -1), (d * np.sign(v - q)).reshape(n, -1)
 
 
+def f16_rounding_margins(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """rounding_margins for float32 x rounded to float16 (an f16 cache): the distance from the midpoint between
+    x's two nearest float16 values, in units of their gap, and the change were it rounded to the other one."""
+    x64 = np.asarray(x, dtype=np.float32).astype(np.float64)
+    near = np.asarray(x, dtype=np.float32).astype(np.float16)
+    toward = np.where(x64 > near, np.float16(np.inf), np.float16(-np.inf)).astype(np.float16)
+    other = np.nextafter(near, toward).astype(np.float64)
+    gap = np.abs(other - near)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        margin = np.where(np.isfinite(gap) & (gap > 0), 0.5 - np.abs(x64 - near) / gap, 0.5)
+    return margin, np.where(np.isfinite(other), other - near, 0.0)
+
+
 class EmulatedExecutor(R.ReferenceBackend):
     """The reference forward with every matmul computed as the kernels compute it (float64 sums).
 
-    It also lists `ties`: the 8-bit roundings (Q8_0 and Q8_K activations, a q8_0 cache) whose input sits within
-    TIE_STEPS of a rounding boundary, as (margin in steps, site, position, index). The executor's
-    float32 sums and ops reach such an input by another order of operations, so it may round to the other
-    neighbour. `flip=(site, position, index)` emulates exactly that: the one value goes to its other step."""
+    It also lists `ties`: the 8-bit roundings (Q8_0 and Q8_K activations, a q8_0 cache) and the float16 roundings
+    (an f16 cache) whose input sits within TIE_STEPS of a rounding boundary, as (margin in steps, site, position,
+    index). The executor's float32 sums and ops reach such an input by another order of operations, so it may
+    round to the other neighbour. `flips=((site, position, index), ...)` emulates exactly that: each such value goes
+    to its other step."""
 
-    def __init__(self, *args, flip: tuple[str, int, int] | None = None, path: str | None = None, **kwargs):
+    def __init__(self, *args, flips: tuple[tuple[str, int, int], ...] = (), path: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.flip, self.ties, self.path = flip, [], path
-        if self.kv_type == "q8_0":
+        self.flips, self.ties, self.path = tuple(flips), [], path
+        if self.kv_type in ("q8_0", "f16"):
             store, cache, hd = self.cache.store, self.cache, self.config.head_dim
+            margins = ((lambda x: rounding_margins(x, 32, False)) if self.kv_type == "q8_0" else f16_rounding_margins)
 
             def store_and_log(layer: int, k: np.ndarray, v: np.ndarray) -> None:
                 start = cache.n_past
                 store(layer, k, v)
                 for name, x, arr in (("K", k, cache.keys), ("V", v, cache.values)):
-                    delta = self._log(f"cache {name} {layer}", np.reshape(x, (len(x), -1)), 32, False, start)
-                    if delta is not None:
-                        arr[layer, self.flip[1], self.flip[2] // hd, self.flip[2] % hd] += delta
+                    for pos, j, delta in self._log(f"cache {name} {layer}", margins(np.reshape(x, (len(x), -1))), start):
+                        arr[layer, pos, j // hd, j % hd] += delta
             self.cache.store = store_and_log
 
-    def _log(self, site: str, x: np.ndarray, block: int, signed_max: bool, first_pos: int) -> float | None:
-        """Adds x's near ties at `site` to self.ties; returns the change of the value to flip if it is here."""
-        margin, delta = rounding_margins(x, block, signed_max)
+    def _log(self, site: str, margins: tuple[np.ndarray, np.ndarray], first_pos: int) -> list[tuple[int, int, float]]:
+        """Adds the near ties among roundings with these (margin, delta) at `site` to self.ties; returns the values
+        to flip here: (position, index, the change of the value)."""
+        margin, delta = margins
         self.ties += [(float(margin[p, j]), site, first_pos + int(p), int(j))
                       for p, j in zip(*np.nonzero(margin < TIE_STEPS))]
-        if self.flip and self.flip[0] == site and 0 <= self.flip[1] - first_pos < len(x):
-            return float(delta[self.flip[1] - first_pos, self.flip[2]])
-        return None
+        return [(pos, j, float(delta[pos - first_pos, j])) for s, pos, j in self.flips
+                if s == site and 0 <= pos - first_pos < len(margin)]
 
     def project(self, h: np.ndarray, layer: int | None, role: str) -> np.ndarray:
         w = self.spec.output if layer is None else self.spec.layers[layer][role]
@@ -214,10 +228,10 @@ class EmulatedExecutor(R.ReferenceBackend):
         y = quantized_matmul(h, w, self._dense64[id(w)], self.path)
         at = act_type_for(w.ggml_type)
         if at in (GGMLType.Q8_0, GGMLType.Q8_K):
-            delta = self._log(f"{role} {layer}", h, 32 if at == GGMLType.Q8_0 else 256, at == GGMLType.Q8_K,
-                              self.n_past)
-            if delta is not None:   # that one input moved by one step: its column of the weights, times the step
-                y[self.flip[1] - self.n_past] += delta * self._dense64[id(w)][:, self.flip[2]]
+            flips = self._log(f"{role} {layer}",
+                              rounding_margins(h, 32 if at == GGMLType.Q8_0 else 256, at == GGMLType.Q8_K), self.n_past)
+            for pos, j, delta in flips:   # that input moved by one step: its column of the weights, times the step
+                y[pos - self.n_past] += delta * self._dense64[id(w)][:, j]
         return y.astype(np.float32)
 
 
@@ -233,18 +247,45 @@ TIE_STEPS, MAX_TIE_FLIPS = 1e-3, 16
 def errors_up_to_ties(native: np.ndarray, spec: ModelSpec, ids: list[int], **kwargs) -> np.ndarray:
     """|native - emulated| / max |emulated| per logit, where each position is compared with the emulation or, if
     the native logits are closer to it there, with the emulation in which one near tie (EmulatedExecutor.ties)
-    rounds the other way. The bounds then hold at every position: only which neighbour a tie picked differs."""
-    base = EmulatedExecutor(spec, n_ctx=len(ids), **kwargs)
-    emulated = base.forward(ids, all_logits=True)
+    rounds the other way. A flip moves the values after it, which may put one of them on a boundary in turn (an f16
+    key at position 2 of the tiny qwen2 model sat on a midpoint, then an 8-bit activation at position 9: perf-log
+    entry 44): if the bounds still fail, the best single-flip emulation's nearest ties at the positions still out of
+    bounds (a flip moves its own position and later ones) are tried as a second flip. The bounds then hold at every
+    position: only which neighbour a tie picked differs."""
+    def emulate(flips: tuple) -> tuple[EmulatedExecutor, np.ndarray]:
+        ex = EmulatedExecutor(spec, n_ctx=len(ids), flips=flips, **kwargs)
+        return ex, ex.forward(ids, all_logits=True)
+
+    base, emulated = emulate(())
     scale = np.abs(emulated).max()
     err = np.abs(native - emulated) / scale
-    for _, *flip in sorted(base.ties)[:MAX_TIE_FLIPS]:
-        if err.max() < 1e-3 and err.mean() < 3e-5:
-            break
-        other = EmulatedExecutor(spec, n_ctx=len(ids), flip=tuple(flip), **kwargs).forward(ids, all_logits=True)
+    best = None   # (mean error, emulation, its flips): the single flip closest to the native logits
+
+    def within() -> bool:
+        return err.max() < 1e-3 and err.mean() < 3e-5
+
+    def try_flips(flips: tuple) -> None:
+        nonlocal best
+        ex, other = emulate(flips)
         alt = np.abs(native - other) / scale
         closer = alt.max(axis=1) < err.max(axis=1)
         err[closer] = alt[closer]
+        if len(flips) == 1 and (best is None or alt.mean() < best[0]):
+            best = (alt.mean(), ex, flips)
+
+    for _, *flip in sorted(base.ties)[:MAX_TIE_FLIPS]:
+        if within():
+            break
+        try_flips((tuple(flip),))
+    if not within() and best is not None:
+        _, first_ex, first = best
+        failing = np.nonzero((err.max(axis=1) >= 1e-3) | (err.mean(axis=1) >= 3e-5))[0]
+        rows = range(int(failing.min()), int(failing.max()) + 1) if failing.size else range(0)
+        near = sorted(t for t in first_ex.ties if t[2] in rows and tuple(t[1:]) not in first)
+        for _, *flip in near[:MAX_TIE_FLIPS]:
+            if within():
+                break
+            try_flips(first + (tuple(flip),))
     return err
 
 
@@ -278,14 +319,15 @@ def test_embedding_rows_dequantize_bit_identical_to_numpy(wt):
 
 def test_logits_match_the_numpy_emulation_of_the_executor(tiny: ModelSpec):
     """Without Q8_1 activations only float32 summation order differs (measured mean 4e-9 of the logit range);
-    where a value sits within an ulp of a rounding boundary of its 8-bit or f16 activation, that one value moves
-    by a step (measured max 1.3e-4). Q8_1 carries s = fp16(d * sum q) per block, whose rounding step is ~1e-3 of s: an ulp of difference
+    where a value sits within an ulp of a rounding boundary of its 8-bit activation or its f16 cache entry, that one
+    value moves by a step (measured max 1.3e-4 for an activation; an f16 key of position 2 in the qwen2 model, once
+    the Q4_K wk ran the Q4_K R8 kernel: 1.1e-2 from position 6 on), so the comparison allows such flips
+    (errors_up_to_ties). Q8_1 carries s = fp16(d * sum q) per block, whose rounding step is ~1e-3 of s: an ulp of difference
     upstream can move s by a step and k by ~1e-3 relative (ggml has the same rounding). Measured over 3 seeds:
     mean 7e-4 / max 4e-3 of the logit range. A swapped RoPE pairing costs mean 2e-2 / max 0.13 or more."""
     native = NativeBackend(tiny, n_ctx=32).forward(IDS, all_logits=True)
-    emulated = emulated_logits(tiny, IDS)
-    scale = np.abs(emulated).max()
-    err = np.abs(native - emulated) / scale
+    scale = np.abs(emulated_logits(tiny, IDS)).max()
+    err = errors_up_to_ties(native, tiny, IDS)
     print(f"\n{tiny.config.arch}: |native - emulated| mean {err.mean():.2e} max {err.max():.2e} of max |logit| "
           f"{scale:.1f}")
     uses_q8_1 = any(t in (GGMLType.Q4_1, GGMLType.Q5_1) for t in (tiny.layers[0]["wq"].ggml_type, tiny.layers[0]["wk"].ggml_type))

@@ -130,7 +130,7 @@ def test_repack_argument_names_the_layout():
     with pytest.raises(ValueError, match="repack"):
         repack_type_set({T.Q5_0: R8.Q8_0_R8})   # R8 is built from Q8_0 only
     with pytest.raises(ValueError, match="repack"):
-        repack_type_set(["q6_k_r8"])   # no such layout
+        repack_type_set(["q3_k_r8"])   # no such layout
     with pytest.raises(UnsupportedError):
         NR.layout_for(T.Q5_0, R8.Q8_0_R8)
 

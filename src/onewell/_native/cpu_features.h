@@ -58,10 +58,11 @@ int ow_default_gemm_overlap(const ow_cpu_features *f);
 #define OW_ROWS_GEMM_AVX2_VNNI 1
 #define OW_ROWS_GEMM_AVX512 2
 int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* */
-/* 1 where the AVX2 path repacks Q8_0, Q4_1, Q5_0 and Q4_0 matrices to their R8 layouts (kernels/q8_0_r8.h,
- * q4_r8.h) at load: AMD family 0x17, where they decode 1.3x (Q8_0, perf-log entry 42) and 1.45-1.70x (Q4_1, Q5_0,
- * Q4_0: entry 43) the file layouts; 0 elsewhere (never measured: the layouts' win comes from 256-bit work split into two µops, which
- * later CPUs do not). */
+/* 1 where the AVX2 path repacks Q8_0, Q4_1, Q5_0, Q4_0, Q4_K, Q5_K and Q6_K matrices to their R8 layouts
+ * (kernels/q8_0_r8.h, q4_r8.h, qk_r8.h) at load: AMD family 0x17, where they decode 1.3x (Q8_0, perf-log entry 42),
+ * 1.45-1.70x (Q4_1, Q5_0, Q4_0: entry 43) and 1.16-1.45x (Q4_K, Q5_K, Q6_K kernels: entry 44) the file layouts; 0
+ * elsewhere (never measured: the layouts' win comes from 256-bit work split into two µops, which later CPUs do
+ * not). */
 int ow_default_r8(const ow_cpu_features *f);
 /* Best ISA the CPU supports, capped by the environment variable ONEWELL_ISA (generic|avx2|avxvnni|avx512|neon|
  * dotprod: the best supported level at or below it; a level of the other CPU family, or an unknown name, does not

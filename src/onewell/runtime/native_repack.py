@@ -1,16 +1,18 @@
-"""The native load-time layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h, q8_0_r8.h, q4_r8.h): repacking and
-matmuls.
+"""The native load-time layouts (onewell/_native/kernels/q8_0_r16.h, q4_1_r16.h, q8_0_r8.h, q4_r8.h, qk_r8.h):
+repacking and matmuls.
 
     layout_for(weight_type, layout=None)           -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in); or `layout`
-                                                      (Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8) after checking it is built
-                                                      from weight_type
+                                                      (an R8 layout: Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8,
+                                                      Q4_K_R8, Q5_K_R8, Q6_K_R8) after checking it is built from
+                                                      weight_type
     repack(raw, weight_type, rows, cols, layout=None) -> uint8 [rows, stride] in layout_for(...), 64-byte aligned
     quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]): the R16 layouts'
     matmul(packed, rows, cols, x, isa=None, layout=Q8_0_R16) -> float32 [n_vec, rows] (or [rows])
     matmul_bench(packed, rows, cols, x, n_iter, isa=None, layout=Q8_0_R16) -> seconds
 
-The R8 layouts take their file type's plain activations (Q8_0; Q8_1 for Q4_1 R8). The numpy twins are in
-onewell.quant.repack, onewell.quant.repack_r8 and onewell.quant.repack_q4_r8 (same bytes). Arguments are checked here before C sees them.
+The R8 layouts take their file type's plain activations (Q8_0; Q8_1 for Q4_1 R8, Q8_K for the K-quants'). The numpy
+twins are in onewell.quant.repack, onewell.quant.repack_r8, onewell.quant.repack_q4_r8 and
+onewell.quant.repack_qk_r8 (same bytes). Arguments are checked here before C sees them.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
 from onewell.quant.repack_q4_r8 import Q4_0_R8, Q4_1_R8, Q5_0_R8
 from onewell.quant.repack_q4_r8 import row_bytes as q4_r8_row_bytes
+from onewell.quant.repack_qk_r8 import Q4_K_R8, Q5_K_R8, Q6_K_R8
+from onewell.quant.repack_qk_r8 import row_bytes as qk_r8_row_bytes
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.repack_r8 import row_bytes as r8_row_bytes
 from onewell.runtime.native_kernels import _check_activations, resolve_path
@@ -34,7 +38,8 @@ LAYOUTS = repack_layouts()   # ggml type -> its R16 layout, from the native type
 SOURCE_TYPES = frozenset(t for t, layout in LAYOUTS.items() if layout == Q8_0_R16)   # repacked to Q8_0 R16
 _STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride, Q8_0_R8: r8_row_bytes,
            **{layout: (lambda cols, layout=layout: q4_r8_row_bytes(layout, cols))
-              for layout in (Q4_1_R8, Q5_0_R8, Q4_0_R8)}}
+              for layout in (Q4_1_R8, Q5_0_R8, Q4_0_R8)},
+           **{layout: (lambda cols, layout=layout: qk_r8_row_bytes(layout, cols)) for layout in (Q4_K_R8, Q5_K_R8, Q6_K_R8)}}
 ALIGN = 64
 HUGE_PAGE = 2 << 20
 
@@ -78,7 +83,7 @@ def layout_for(weight_type, layout: int | None = None) -> int:
         return int(layout)
     if wt not in LAYOUTS:
         raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16), Q4_1 (to Q4_1 R16) and the sources of the R8 layouts "
-                               f"named (Q8_0, Q4_1, Q5_0, Q4_0) repack, not {wt.name}")
+                               f"named (Q8_0, Q4_1, Q5_0, Q4_0, Q4_K, Q5_K, Q6_K) repack, not {wt.name}")
     if layout is not None and layout != LAYOUTS[wt]:
         raise UnsupportedError(f"{wt.name} does not repack to layout {layout!r}")
     return LAYOUTS[wt]
@@ -87,7 +92,7 @@ def layout_for(weight_type, layout: int | None = None) -> int:
 def _layout_stride(layout, cols: int) -> int:
     if layout not in _STRIDE:
         raise ValueError(f"layout must be one of {sorted(_STRIDE)} (Q8_0_R16, Q4_1_R16, Q8_0_R8, Q4_1_R8, "
-                         f"Q5_0_R8, Q4_0_R8), got {layout!r}")
+                         f"Q5_0_R8, Q4_0_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8), got {layout!r}")
     return _STRIDE[layout](cols)
 
 

@@ -56,6 +56,9 @@ typedef enum {
     OW_TYPE_Q4_1_R8 = 1012,   /* weights: Q4_1 rows in groups of 8 (q4_r8.h); plain Q8_1 in */
     OW_TYPE_Q5_0_R8 = 1013,   /* weights: Q5_0 rows in groups of 8 (q4_r8.h); plain Q8_0 in */
     OW_TYPE_Q4_0_R8 = 1014,   /* weights: Q4_0 rows in groups of 8 (q4_r8.h); plain Q8_0 in */
+    OW_TYPE_Q4_K_R8 = 1015,   /* weights: Q4_K rows, sub-block k in lane k (qk_r8.h); plain Q8_K in */
+    OW_TYPE_Q6_K_R8 = 1016,   /* weights: Q6_K rows, sub-block p in word p (qk_r8.h); plain Q8_K in */
+    OW_TYPE_Q5_K_R8 = 1017,   /* weights: Q5_K rows as Q4_K R8's + fifth bits (qk_r8.h); plain Q8_K in */
 } ow_ggml_type;
 typedef ow_ggml_type ow_wtype;  /* a weight type */
 typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1, Q8_K or ACT_Q8_0_R16 */
@@ -127,6 +130,14 @@ int ow_repack_q4_1_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, in
 int ow_repack_q5_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
 int ow_repack_q4_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                      size_t dst_stride);
+/* ... and from Q4_K to OW_TYPE_Q4_K_R8 (qk_r8.h: 148 bytes per super-block of 256, the file's 144), from Q5_K to
+ * OW_TYPE_Q5_K_R8 (180, the file's 176), from Q6_K to OW_TYPE_Q6_K_R8 (the file's 210) */
+int ow_repack_q4_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                      size_t dst_stride);
+int ow_repack_q5_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                      size_t dst_stride);
+int ow_repack_q6_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
 /* Process-wide tuning knobs of the streaming decode kernels, set before running matmuls (docs/perf-log.md,
  * entry 3): the software prefetch distance (bytes ahead of the weight stream; 0 = off; until set, this CPU's

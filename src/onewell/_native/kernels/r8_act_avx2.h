@@ -1,13 +1,15 @@
-/* What the R8 layouts' AVX2 decode kernels (q8_0_r8.h, q4_r8.h) share: a vector's quants interleaved once per call
- * as the weights' chunks are, so one 32-byte load meets 8 blocks' bytes in the lanes of their blocks; and the order
- * in which a call's rows meet its vectors. */
+/* What the R8 layouts' AVX2 kernels (q8_0_r8.h, q4_r8.h, qk_r8.h) share: a vector's quants interleaved once per
+ * call as the weights' chunks are, so one 32-byte load meets 8 blocks' bytes in the lanes of their blocks; the order
+ * in which a call's rows meet its vectors; and the prefill on rows turned back into the file's blocks. */
 #ifndef ONEWELL_R8_ACT_AVX2_H
 #define ONEWELL_R8_ACT_AVX2_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "q8_0_r8.h"
 #include "tile_avx2.h"
+#include "vec_dot.h"
 #include "vec_dot_x86_rows.h"
 
 /* nb activation blocks at x, block_bytes apart with their 32 quants at byte qs_at: chunk j of the group at block g
@@ -59,5 +61,24 @@ TA_INLINE void r8_interleave_quants(const uint8_t *x, size_t block_bytes, size_t
             for (int v_ = 0; v_ < (n_vec); v_++) ROWS(row_, 1, 1, v_, (y) + v_ * (y_stride) + (nr) - 1); \
         }                                                                                                \
     } while (0)
+
+/* Prefill: slabs of rows turned back into the file's blocks (file_row bytes each; `unpack` does one row) in a
+ * buffer of at most ~256 KiB, so they stay in L2 for the GEMM's passes, each multiplied by the file type's GEMM
+ * (`file_gemm`): its results. 0 if the buffer could not be had. */
+TA_INLINE int r8_prefill_slabs(void (*unpack)(const uint8_t *, uint8_t *, int64_t), size_t file_row, ow_tile_fn file_gemm,
+                               OW_TILE_ARGS) {
+    size_t slab = ((size_t)256 << 10) / file_row / 8 * 8;
+    slab = slab < 8 ? 8 : slab > 64 ? 64 : slab;
+    if (slab > (size_t)nr) slab = (size_t)nr;
+    uint8_t *buf = malloc(slab * file_row);
+    if (!buf) return 0;
+    for (int r0 = 0; r0 < nr; r0 += (int)slab) {
+        const int n = nr - r0 < (int)slab ? nr - r0 : (int)slab;
+        for (int i = 0; i < n; i++) unpack(w + (size_t)(r0 + i) * w_stride, buf + (size_t)i * file_row, n_cols);
+        file_gemm(n_cols, buf, file_row, n, x, x_stride, n_vec, y + r0, y_stride);
+    }
+    free(buf);
+    return 1;
+}
 
 #endif

@@ -5,6 +5,7 @@
 #include "type_traits.h"
 
 #include "q4_1_r16.h"
+#include "qk_r8.h"
 #include "vec_dot.h"
 
 /* slot initializers: [path] = {function, "function"}; SIMD slots exist only in builds that compile SIMD code */
@@ -171,6 +172,23 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_q4_0_r8,
         .repack_from = OW_TYPE_Q4_0, .vec_dot = {OW_GENERIC(vec_dot_q4_0r8_q8_0_generic)},
         .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q4_0r8_q8_0_avx2)}},
+    /* Q4_K with sub-block k in int32 lane k, the scales unpacked (qk_r8.h); from 32 vectors the Q4_K GEMM */
+    [OW_TYPE_Q4_K_R8 - OW_OWN_TYPE_BASE] = {
+        .name = "q4_k_r8", .block_size = OW_QK_K, .block_bytes = OW_Q4_K_R8_BLOCK_BYTES,
+        .act_type = OW_TYPE_Q8_K, .repack_to = -1, .repacked = 1, .repack = ow_repack_q4_k_r8,
+        .repack_from = OW_TYPE_Q4_K, .vec_dot = {OW_GENERIC(vec_dot_q4_kr8_q8_K_generic)},
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q4_kr8_q8_K_avx2)}},
+    [OW_TYPE_Q5_K_R8 - OW_OWN_TYPE_BASE] = {   /* ... Q5_K: Q4_K R8 with the fifth bits as Q5_0 R8's */
+        .name = "q5_k_r8", .block_size = OW_QK_K, .block_bytes = OW_Q5_K_R8_BLOCK_BYTES,
+        .act_type = OW_TYPE_Q8_K, .repack_to = -1, .repacked = 1, .repack = ow_repack_q5_k_r8,
+        .repack_from = OW_TYPE_Q5_K, .vec_dot = {OW_GENERIC(vec_dot_q5_kr8_q8_K_generic)},
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q5_kr8_q8_K_avx2)}},
+    /* Q6_K with sub-block p in int16 word p (qk_r8.h); from 32 vectors the Q6_K GEMM */
+    [OW_TYPE_Q6_K_R8 - OW_OWN_TYPE_BASE] = {
+        .name = "q6_k_r8", .block_size = OW_QK_K, .block_bytes = OW_Q6_K_R8_BLOCK_BYTES,
+        .act_type = OW_TYPE_Q8_K, .repack_to = -1, .repacked = 1, .repack = ow_repack_q6_k_r8,
+        .repack_from = OW_TYPE_Q6_K, .vec_dot = {OW_GENERIC(vec_dot_q6_kr8_q8_K_generic)},
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q6_kr8_q8_K_avx2)}},
     [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
         .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
         OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},

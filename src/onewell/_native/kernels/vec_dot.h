@@ -42,6 +42,9 @@ OW_DECLARE_GENERIC(q8_0r8_q8_0)       /* onewell's repacked Q8_0 for AVX2 (q8_0_
 OW_DECLARE_GENERIC(q4_1r8_q8_1)       /* ... and Q4_1, Q5_0, Q4_0 (q4_r8.h); plain Q8_1, Q8_0 activations */
 OW_DECLARE_GENERIC(q5_0r8_q8_0)
 OW_DECLARE_GENERIC(q4_0r8_q8_0)
+OW_DECLARE_GENERIC(q4_kr8_q8_K)       /* ... and Q4_K, Q5_K, Q6_K (qk_r8.h); plain Q8_K activations */
+OW_DECLARE_GENERIC(q5_kr8_q8_K)
+OW_DECLARE_GENERIC(q6_kr8_q8_K)
 
 void act_quant_f32_generic(const float *x, void *xq, int64_t n);
 void act_quant_f16_generic(const float *x, void *xq, int64_t n);
@@ -83,6 +86,9 @@ void vec_dot_q8_0r8_q8_0_gemm_avx2(OW_TILE_ARGS);   /* ... that GEMM (gemm_q8_0_
 void vec_dot_q4_1r8_q8_1_avx2(OW_TILE_ARGS);   /* Q4_1, Q5_0, Q4_0 R8: decode in row pairs, prefill the file GEMMs */
 void vec_dot_q5_0r8_q8_0_avx2(OW_TILE_ARGS);
 void vec_dot_q4_0r8_q8_0_avx2(OW_TILE_ARGS);
+void vec_dot_q4_kr8_q8_K_avx2(OW_TILE_ARGS);     /* Q4_K, Q5_K, Q6_K R8: decode in row pairs, prefill the file GEMMs */
+void vec_dot_q5_kr8_q8_K_avx2(OW_TILE_ARGS);
+void vec_dot_q6_kr8_q8_K_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a time, n_vec vectors per load */
 void tile_f16_f16_avx2(OW_TILE_ARGS);    /* F16 x F16, 4 rows x 3 vectors per load (tile_f16_bf16_avx2.c) */

@@ -232,24 +232,10 @@ TA_INLINE void q4r8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols,
     if (g < nb) ow_q4r8_unpack_groups(B, r8, file, n_cols, g);
 }
 
-/* Prefill: slabs of rows back in the file's blocks (at most ~256 KiB, so they stay in L2 for the GEMM's passes),
- * each multiplied by the file type's tile; 0 if the buffer could not be had */
-TA_INLINE int q4r8_prefill(ow_tile_fn file_tile, OW_TILE_ARGS, const int K) {
-    const size_t file_row = (size_t)(n_cols / OW_QK) * (size_t)Q4R8_BYTES(K);
-    size_t slab = ((size_t)256 << 10) / file_row / 8 * 8;
-    slab = slab < 8 ? 8 : slab > 64 ? 64 : slab;
-    if (slab > (size_t)nr) slab = (size_t)nr;
-    uint8_t *buf = malloc(slab * file_row);
-    if (!buf) return 0;
-    for (int r0 = 0; r0 < nr; r0 += (int)slab) {
-        const int n = nr - r0 < (int)slab ? nr - r0 : (int)slab;
-        for (int i = 0; i < n; i++)
-            q4r8_unpack_row(w + (size_t)(r0 + i) * w_stride, buf + (size_t)i * file_row, n_cols, K);
-        file_tile(n_cols, buf, file_row, n, x, x_stride, n_vec, y + r0, y_stride);
-    }
-    free(buf);
-    return 1;
-}
+/* the rows turned back for the prefill, one function per layout (r8_prefill_slabs takes a row's) */
+TA_TARGET static void q4_1r8_unpack(const uint8_t *r8, uint8_t *file, int64_t n_cols) { q4r8_unpack_row(r8, file, n_cols, Q4R8_Q4_1); }
+TA_TARGET static void q5_0r8_unpack(const uint8_t *r8, uint8_t *file, int64_t n_cols) { q4r8_unpack_row(r8, file, n_cols, Q4R8_Q5_0); }
+TA_TARGET static void q4_0r8_unpack(const uint8_t *r8, uint8_t *file, int64_t n_cols) { q4r8_unpack_row(r8, file, n_cols, Q4R8_Q4_0); }
 
 TA_INLINE void q4r8_tile(OW_TILE_ARGS, const int K) {
     const int64_t nb = n_cols / OW_QK;
@@ -262,8 +248,10 @@ TA_INLINE void q4r8_tile(OW_TILE_ARGS, const int K) {
             generic(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)i * x_stride, y + (int64_t)i * y_stride);
         return;
     }
+    const size_t file_row = (size_t)nb * (size_t)Q4R8_BYTES(K);
     if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() &&
-        q4r8_prefill(file_gemm, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, K))
+        r8_prefill_slabs(K == Q4R8_Q4_1 ? q4_1r8_unpack : K == Q4R8_Q5_0 ? q5_0r8_unpack : q4_0r8_unpack, file_row,
+                         file_gemm, n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride))
         return;
     q4r8_vector one, *vs = n_vec > 1 ? aligned_alloc(32, (size_t)n_vec * sizeof *vs) : NULL;   /* a multiple of 32 */
     if (!vs) {   /* one vector, or no memory for several: one vector at a time (the same results) */
