@@ -62,13 +62,12 @@ TA_INLINE qkr8_vector qkr8_act(const ow_block_q8_K *x, int64_t nb, uint8_t *buf,
     int8_t *q = (int8_t *)buf;
     int16_t *sums = (int16_t *)(buf + 256 * (size_t)nb);
     float *d = (float *)(buf + 288 * (size_t)nb);
+    if (K != QKR8_Q6_K)   /* Q4_0 R8's interleave of 8 blocks; its 32 zero bytes past each land where the next
+                             super-block's quants (past the last: the sums, written below) go */
+        for (int64_t b = 0; b < nb; b++) r8_interleave_quants((const uint8_t *)x[b].qs, 32, 0, OW_R8_GROUP, q + 256 * b);
     for (int64_t b = 0; b < nb; b++) {
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)x[b].bsums);
         if (K != QKR8_Q6_K) {
-            __m256 c[8];   /* row k = sub-block k's 8 int32; transposed, row j = chunk j */
-            for (int k = 0; k < 8; k++) c[k] = _mm256_loadu_ps((const float *)(x[b].qs + 32 * k));
-            ta_transpose8_ps(c);
-            for (int j = 0; j < 8; j++) _mm256_store_ps((float *)(q + 256 * b + 32 * j), c[j]);
             _mm_store_si128((__m128i *)(sums + 16 * b),
                             _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1)));
         } else {
