@@ -7,7 +7,8 @@ CPU's, _core.cpu_identity(), which may differ for F16), `r16_row_stream` (1: sin
 default: this CPU's), `float_gemm` (prefill of Q8_0, F16, BF16 on the AVX2 paths and F16 on AVX-512: 1, a float
 GEMM from 32 vectors; 0, the exact tiles; default: this CPU's), `gemm_overlap` (that GEMM builds its next weight panel between its
 micro-kernel calls: 1, or after them: 0; default: this CPU's), `rows_gemm` (the Q8_0 GEMM of the AVX2 paths: 1, int8 with 8 rows
-in the lanes; 0, floats; default: this CPU's for each path) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
+in the lanes; 0, floats; 3, Q8_0 and the AVX2 path's IQ4_NL in floats, the other types int8; default: this CPU's for
+each path) and `r16_act_bytes` (activation bytes per vector block of the AVX-512 R16
 prefill tiles; 0: one block; default 24 KiB). Prints tok/s per
 variant (median of the repetitions) and each variant's median of per-repetition ratios to the first (the two
 ran back to back, so a slow moment of the machine hits both).

@@ -1,7 +1,8 @@
 """Measure, on this machine, every kernel choice onewell makes per CPU, as interleaved A/Bs in one process.
 
 Some choices are tables keyed by the CPU (cpu_features.c: ow_default_prefetch, ow_default_f16_prefetch,
-ow_default_wide_tiles, ow_default_float_gemm, ow_default_gemm_overlap, ow_default_rows_gemm) or budgets measured on one CPU (OW_R16_ACT_BYTES). Each was decided
+ow_default_wide_tiles, ow_default_float_gemm, ow_default_gemm_overlap, ow_default_rows_gemm, ow_default_r8) or
+budgets measured on one CPU (OW_R16_ACT_BYTES). Each was decided
 on the machines docs/perf-log.md names; on a CPU not among them this script gives the numbers to decide again:
 each decision's variants run A B A B ... (ab_decode.measure_variants) on the kernel paths it concerns, and the
 table shows tok/s and the median of per-repetition ratios to the first variant (this CPU's current choice).
@@ -40,17 +41,34 @@ class Decision:
     variants: tuple[dict, ...]                 # knob settings; the first is this CPU's current choice
 
     def variants_for(self, path: str) -> list[dict]:
-        return [{"isa": path, **v} for v in self.variants]
+        return [{"isa": path, **_with_r8(path, v)} for v in self.variants]
+
+
+def _with_r8(path: str, v: dict) -> dict:
+    """A variant's "r8" (0 / 1) as the repack set a backend on `path` takes: that path's table row without / with
+    the R8 layouts (native_kernels.R8_LAYOUTS)"""
+    if "r8" not in v:
+        return v
+    rest = {k: val for k, val in v.items() if k != "r8"}
+    base = nk.DEFAULT_REPACK.get(path, frozenset())
+    return {**rest, "repack": sorted(base | nk.R8_LAYOUTS if v["r8"] else base)}
 
 
 def decisions() -> list[Decision]:
     ident = _core.cpu_identity()
     prefetch, f16_prefetch = ident["default_prefetch"], ident["default_f16_prefetch"]
+    r8 = int(ident["default_r8"])
     gemm, wide, overlap = ident["default_float_gemm"], ident["default_wide_tiles"], ident["default_gemm_overlap"]
     rows, rows_avx2, rows_avx512 = (ident["default_rows_gemm"], ident["default_rows_gemm_avx2"],
                                     ident["default_rows_gemm_avx512"])
     others = lambda current, options: tuple(o for o in options if o != current)   # noqa: E731
     return [
+        Decision("r8_layouts", "the AVX2 path copies Q8_0, Q4_1, Q5_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS "
+                 "matrices into their R8 layouts at load (1) or streams the file layouts (0) (ow_default_r8; "
+                 "perf-log 42-45)", ("avx2",),
+                 ((QWEN_Q8_0, "tg32"), (QWEN_Q4_K_M, "tg32"), (SMOLLM2_Q4_1, "tg32"), (QWEN_Q8_0, "pp128"),
+                  (QWEN_Q4_K_M, "pp128"), (SMOLLM2_Q4_1, "pp128")),
+                 ({"r8": r8}, {"r8": 1 - r8})),
         Decision("float_gemm", "Q8_0 prefill as a GEMM from 32 vectors, else the exact int8 tiles (ow_default_float_gemm; "
                  "the GEMM in int8 with rows in the lanes where rows_gemm, else in floats; perf-log 25, 29)",
                  ("avx2", "avx2-vnni"), ((QWEN_Q8_0, "pp128"),),
@@ -86,7 +104,7 @@ def decisions() -> list[Decision]:
                  ((QWEN_Q4_K_M, "pp128"), (QWEN_F16, "pp128")),
                  ({"wide_tiles": wide}, {"wide_tiles": 1 - wide})),
         Decision("decode_prefetch", "software prefetch distance of the decode streams (ow_default_prefetch; "
-                 "perf-log 3, 17, 19)", ("avx2", "avx512"), ((QWEN_Q8_0, "tg32"), (QWEN_Q4_K_M, "tg32")),
+                 "perf-log 3, 17, 19, 41, 46)", ("avx2", "avx512"), ((QWEN_Q8_0, "tg32"), (QWEN_Q4_K_M, "tg32")),
                  ({"r16_prefetch": prefetch},) + others({"r16_prefetch": prefetch},
                                                         [{"r16_prefetch": b} for b in (0, 8192, 16384)])),
         Decision("f16_prefetch", "software prefetch distance of the F16 decode streams (ow_default_f16_prefetch; "

@@ -115,7 +115,7 @@ CALLS: dict[str, tuple[int, Build]] = {
                                        v[10], _kpath(v[11]), v[12])),
     "repack_r16": (8, lambda c, v: (v[0], u8(v[1]), v[2], v[3], v[4], u8(v[5]), v[6],
                                     (-1, 1008, 1010, 1011, 1012, 1013, 1014, 1015, 1016,
-                                     1017, v[7])[abs(v[7]) % 11])),   # dst_type: a layout or junk
+                                     1017, 1018, 1019, v[7])[abs(v[7]) % 13])),   # dst_type: a layout or junk
     "r16_row_stride": (1, lambda c, v: (v[0],)),
     "r16_prefetch": (1, lambda c, v: (v[0],)),
     "default_prefetch": (3, lambda c, v: (("amd", "intel", "")[abs(v[0]) % 3], v[1], v[2])),

@@ -39,11 +39,11 @@ say() { printf '[test_x86_cpus] %s\n' "$*" >&2; }
 command -v "$QEMU" >/dev/null || { say "$QEMU not found: install qemu-user (make aarch64-tools)"; exit 1; }
 
 # what each CPU model must look like to the core: vendor family paths default-path, then the per-CPU choices that
-# differ between them (cpu_features.c): decode prefetch bytes, the AVX2 rows-GEMM mode, whether AVX2 repacks Q8_0
-# to R8
+# differ between them (cpu_features.c): decode prefetch bytes, the AVX2 rows-GEMM mode, whether AVX2 repacks to the
+# R8 layouts
 expected() {
     case $1 in
-    EPYC-Milan) echo "amd 25 generic,avx2 avx2 8192 1 0" ;;   # Zen 3: prefetch pays (perf-log 17)
+    EPYC-Milan) echo "amd 25 generic,avx2 avx2 0 1 1" ;;      # Zen 3: no prefetch, R8 (perf-log 46)
     EPYC-Rome) echo "amd 23 generic,avx2 avx2 0 3 1" ;;       # family 0x17: no prefetch, Q8_0 GEMM in floats (41), R8 (42)
     Haswell) echo "intel 6 generic,avx2 avx2 8192 1 0" ;;
     Westmere) echo "intel 6 generic generic 8192 1 0" ;;

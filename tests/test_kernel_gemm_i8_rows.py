@@ -8,7 +8,8 @@ integer sum of quants (unsigned q, seeded by -8 / -16 x the activation quants' s
 plus m x s; IQ4_NL's signed codebook values as Q8_0's) is scaled and added into one float chain per (row, vector): the twin's bound |err| <= 1e-5 * M (M = |W| @ |x_hat|) holds, a vector's result
 does not depend on its batch, and every path gives the same floats. With rows_gemm off the slot runs the exact tile
 again: every vector bit for bit its one-vector result. Shapes around the 8-row panel, the 6-vector micro-kernel,
-the 32-block pass and the 128-vector group.
+the 32-block pass and the 128-vector group. With rows_gemm 3 the AVX2 path runs IQ4_NL, signed as Q8_0, as Q8_0's
+float GEMM (kernels/gemm_iq4_nl_f32_avx2.c, perf-log entry 45): the same bound, each vector to itself.
 """
 from __future__ import annotations
 
@@ -83,6 +84,21 @@ def test_int8_gemm_meets_the_twin_and_keeps_each_vector_to_itself(wt, rows, cols
         np.testing.assert_array_equal(results[path], results[X86[0]])
 
 
+@pytest.mark.skipif("avx2" not in X86, reason="the float GEMM of IQ4_NL is the AVX2 path's")
+@pytest.mark.parametrize("rows, cols, n_vec", [(37, 896, 33), (8, 1056, 64), (130, 4896, 47), (19, 96, 129),
+                                               (7, 32, 200), (3, 16416, 32)])
+def test_iq4_nl_float_gemm_meets_the_twin_and_keeps_each_vector_to_itself(rows, cols, n_vec):
+    rng = np.random.default_rng(rows * 5 + cols + n_vec)
+    raw = matrix(rng, T.IQ4_NL, rows, cols)
+    x = rng.standard_normal((n_vec, cols)).astype(np.float32)
+    x[:, rng.integers(0, cols, 2)] *= 50.0   # massive channels: activations at +-127
+    exact, magnitude = twin(raw, T.IQ4_NL, rows, cols, x)
+    full = with_rows_gemm(3, lambda: nk.matmul(raw, T.IQ4_NL, rows, cols, x, "avx2"))
+    assert np.all(np.abs(full - exact) <= RTOL * magnitude), f"{rows}x{cols}x{n_vec}"
+    tail = with_rows_gemm(3, lambda: nk.matmul(raw, T.IQ4_NL, rows, cols, x[n_vec - MIN_VECS:], "avx2"))
+    np.testing.assert_array_equal(tail, full[n_vec - MIN_VECS:])
+
+
 @pytest.mark.parametrize("wt", TYPES, ids=lambda t: t.name)
 def test_rows_gemm_off_gives_back_the_exact_tile(wt):
     rng = np.random.default_rng(int(wt))
@@ -94,8 +110,11 @@ def test_rows_gemm_off_gives_back_the_exact_tile(wt):
         alone = np.stack([nk.matmul(raw, wt, rows, cols, x[v:v + 1], path)[0] for v in range(n_vec)])
         np.testing.assert_array_equal(with_rows_gemm(0, lambda: nk.matmul(raw, wt, rows, cols, x, path)), alone)
         gemm = with_rows_gemm(1, lambda: nk.matmul(raw, wt, rows, cols, x, path))
-        # 3 differs from 1 only in the AVX2 paths' Q8_0 (in floats), not one of these types
-        np.testing.assert_array_equal(with_rows_gemm(3, lambda: nk.matmul(raw, wt, rows, cols, x, path)), gemm)
+        floats = with_rows_gemm(3, lambda: nk.matmul(raw, wt, rows, cols, x, path))
+        if wt == T.IQ4_NL and path == "avx2":   # 3 runs the AVX2 path's signed types (Q8_0, IQ4_NL) in floats
+            assert not np.array_equal(floats, gemm) and np.all(np.abs(floats - exact) <= RTOL * magnitude)
+        else:   # ... and leaves the unsigned types, and every type on the other paths, to the int8 GEMM
+            np.testing.assert_array_equal(floats, gemm)
         assert not np.array_equal(gemm, alone)
         assert np.all(np.abs(gemm - exact) <= RTOL * magnitude)
     # with no x86 path here the slots are not reached; the knob still reads and sets
@@ -210,3 +229,6 @@ def test_the_gemm_on_ggml_encoded_real_weights(wt):
     for path, got in zip(X86, results):
         assert np.all(np.abs(got - exact) <= RTOL * magnitude), f"{wt.name} on {path}"
         np.testing.assert_array_equal(got, results[0])
+    if wt == T.IQ4_NL and "avx2" in X86:   # ... and as the AVX2 path's float GEMM (rows_gemm 3)
+        floats = with_rows_gemm(3, lambda: nk.matmul(raw, wt, rows, cols, x, "avx2"))
+        assert np.all(np.abs(floats - exact) <= RTOL * magnitude)

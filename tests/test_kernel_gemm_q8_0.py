@@ -22,8 +22,8 @@ from onewell._native import _core
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant import dequantize
 from onewell.quant.repack import Q4_1_R16, Q8_0_R16
-from onewell.quant.repack_q4_r8 import Q4_0_R8, Q4_1_R8, Q5_0_R8
-from onewell.quant.repack_qk_r8 import Q4_K_R8, Q5_K_R8, Q6_K_R8
+from onewell.quant.repack_q4_r8 import IQ4_NL_R8, Q4_0_R8, Q4_1_R8, Q5_0_R8
+from onewell.quant.repack_qk_r8 import IQ4_XS_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.act_formats import dequantize_act, quantize_act as twin_quantize_act
 from onewell.runtime import native_kernels as nk
@@ -66,9 +66,11 @@ def test_the_table_names_the_gemm_and_where_it_starts():
     # whose AVX2 tiles every x86 path falls back to (test_repack_q8_0_r8.py, test_repack_q4_r8.py, test_repack_qk_r8.py)
     k_quants = (int(T.Q4_K), int(T.Q5_K), int(T.Q6_K), int(T.Q2_K), int(T.Q3_K), int(T.IQ4_XS))
     gemms = (int(T.Q8_0), int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0), int(T.Q4_1), int(T.Q5_1),
-             int(T.IQ4_NL), Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8) + k_quants
+             int(T.IQ4_NL), Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8, IQ4_NL_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8,
+             IQ4_XS_R8) + k_quants
     on_avx512 = (int(T.F16), int(T.BF16), int(T.Q4_0), int(T.Q5_0), int(T.IQ4_NL), int(T.Q4_1), int(T.Q5_1),
-                 Q4_1_R16, Q8_0_R16, Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8) + k_quants
+                 Q4_1_R16, Q8_0_R16, Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8, IQ4_NL_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8,
+                 IQ4_XS_R8) + k_quants
     others = [(t.name, p) for t in type_traits().values() for p, start in t.float_gemm_from.items()
               if start is not None and not (t.id in gemms and p in ("avx2", "avx2-vnni"))
               and not (t.id in on_avx512 and p == "avx512")]

@@ -466,20 +466,22 @@ def assert_layout_keeps_the_model(off, on, lo, ln, baseline):
 
 
 def test_decode_prefetch_default_is_the_measured_table():
-    """Software prefetch of the streaming decode kernels is chosen per CPU from measurements (perf-log entries 3, 17,
-    19, 41): off on AMD Zen 4 EPYC (family 0x19, models 0x10-0x1f) and AMD family 0x17, 8 KiB elsewhere; a fresh
-    process starts with this CPU's entry, and setting the knob overrides it."""
-    assert _core.default_prefetch("amd", 0x19, 0x11) == 0      # Zen 4 Genoa: 1.03-1.24x without (entry 19)
-    assert _core.default_prefetch("amd", 0x19, 0x10) == 0 and _core.default_prefetch("amd", 0x19, 0x1f) == 0
-    assert _core.default_prefetch("amd", 0x19, 0x01) == 8192   # Zen 3: 0.81x without (entry 17)
+    """Software prefetch of the streaming decode kernels is chosen per CPU from measurements (perf-log entries 3, 19,
+    41, 46): off on AMD Zen 4 EPYC (family 0x19, models 0x10-0x1f), Zen 3 (family 0x19 without AVX-512) and AMD
+    family 0x17, 8 KiB elsewhere; a fresh process starts with this CPU's entry, and setting the knob overrides it."""
+    assert _core.default_prefetch("amd", 0x19, 0x11, True) == 0   # Zen 4 Genoa: 1.03-1.24x without (entry 19)
+    assert _core.default_prefetch("amd", 0x19, 0x10, True) == 0 and _core.default_prefetch("amd", 0x19, 0x1f, True) == 0
+    assert _core.default_prefetch("amd", 0x19, 0x01) == 0      # Zen 3 Milan: 1.01-1.12x without (entry 46)
+    assert _core.default_prefetch("amd", 0x19, 0x21) == 0      # ... and the other Zen 3 (no AVX-512)
+    assert _core.default_prefetch("amd", 0x19, 0x61, True) == 8192   # Zen 4 desktop: not measured
     assert _core.default_prefetch("amd", 0x17, 0x01) == 0      # family 0x17 (Zen 1 EPYC): 1.14-1.17x without (41)
     assert _core.default_prefetch("amd", 0x17, 0x31) == 0 and _core.default_prefetch("intel", 0x17, 0x01) == 8192
-    assert _core.default_prefetch("amd", 0x19, 0x20) == 8192
     assert _core.default_prefetch("amd", 0x1a, 0x02) == 8192
     assert _core.default_prefetch("intel", 0x19, 0x11) == 8192
     assert _core.default_prefetch("", 0, 0) == 8192
     ident = _core.cpu_identity()
-    assert ident["default_prefetch"] == _core.default_prefetch(ident["vendor"], ident["family"], ident["model"])
+    assert ident["default_prefetch"] == _core.default_prefetch(ident["vendor"], ident["family"], ident["model"],
+                                                               bool(_core.cpu_features()["avx512f"]))
     fresh = subprocess.run([sys.executable, "-c", "from onewell._native import _core; print(_core.r16_prefetch(-1))"],
                            capture_output=True, text=True, check=True)
     assert int(fresh.stdout) == ident["default_prefetch"]

@@ -99,26 +99,54 @@ def test_a_rows_result_does_not_depend_on_the_calls_rows(path, cols):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_prefill_gemm_on_r8_is_the_q8_0_gemm(path):
-    """From OW_FLOAT_GEMM_MIN_VECS vectors the AVX2 tile runs the float GEMM on panels made from R8 rows (the other
-    x86 paths fall back to it): on the AVX2 paths, with the Q8_0 layout in floats too (rows_gemm 0), the same
-    floats exactly; on every path within the float-rounding bound of the Q8_0 matmul."""
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_prefill_gemm_on_r8_is_the_q8_0_gemm(path, mode):
+    """From OW_FLOAT_GEMM_MIN_VECS vectors the AVX2 tile (the other x86 paths fall back to it) runs what the Q8_0
+    layout's AVX2 prefill runs under the rows_gemm knob: the float GEMM on panels made from R8 rows (modes 0, 3), or
+    the int8 rows GEMM on slabs of rows turned back into Q8_0 blocks (modes 1, 2; a last group of 5 blocks at 1,184
+    columns): on the AVX2 path the Q8_0 layout's floats exactly in every mode, on AVX2 + AVX-VNNI where both run
+    the float GEMM (mode 0); on every path within the float-rounding bound of the Q8_0 matmul."""
     rng = np.random.default_rng(5)
     rows, n_vec = 37, 40
     for cols in (896, 1184, 4864):
         raw = random_weight(rng, T.Q8_0, rows, cols)
         packed = NR.repack(raw, T.Q8_0, rows, cols, layout=R8.Q8_0_R8)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
-        before = _core.rows_gemm(0)
+        before = _core.rows_gemm(mode)
         try:
             original = nk.matmul(raw, T.Q8_0, rows, cols, x, isa=path)
             on_r8 = NR.matmul(packed, rows, cols, x, isa=path, layout=R8.Q8_0_R8)
         finally:
             _core.rows_gemm(before)
-        if path == "generic" or (path in ("avx2", "avx2-vnni") and _core.float_gemm(-1)):
+        if path == "generic" or (_core.float_gemm(-1) and (path == "avx2" or (path == "avx2-vnni" and mode == 0))):
             np.testing.assert_array_equal(on_r8, original)
         bound = RTOL * magnitude(raw, T.Q8_0, rows, cols, x)
         assert (np.abs(on_r8 - original) <= bound).all(), np.abs(on_r8 - original).max()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_prefill_on_r8_runs_the_gemm_the_knob_names(path):
+    """The R8 prefill really switches GEMMs with rows_gemm, as Q8_0's does: on the x86 SIMD paths (all run the AVX2
+    kernel) the int8 rows GEMM (modes 1, 2: the signs by vpsignb or xor + sub, the same exact block sums) and the
+    float GEMM (modes 0, 3) give different low bits; the generic kernel ignores the knob."""
+    rng = np.random.default_rng(9)
+    rows, cols = 37, 1184
+    raw = random_weight(rng, T.Q8_0, rows, cols)
+    packed = NR.repack(raw, T.Q8_0, rows, cols, layout=R8.Q8_0_R8)
+    x = rng.standard_normal((40, cols)).astype(np.float32)
+    out = {}
+    for mode in (0, 1, 2, 3):
+        before = _core.rows_gemm(mode)
+        try:
+            out[mode] = NR.matmul(packed, rows, cols, x, isa=path, layout=R8.Q8_0_R8)
+        finally:
+            _core.rows_gemm(before)
+    np.testing.assert_array_equal(out[1], out[2])
+    np.testing.assert_array_equal(out[0], out[3])
+    if path in ("avx2", "avx2-vnni", "avx512") and _core.float_gemm(-1):
+        assert not np.array_equal(out[0], out[1])
+    elif path in ("generic", "neon", "neon-dotprod"):
+        np.testing.assert_array_equal(out[0], out[1])
 
 
 def test_repack_argument_names_the_layout():
@@ -161,7 +189,9 @@ def test_backend_logits_with_r8(path):
 def test_avx2_default_follows_the_cpu_table():
     rule = bool(_core.cpu_identity()["default_r8"])
     ident = _core.cpu_identity()
-    assert rule == (ident["vendor"] == "amd" and ident["family"] == 0x17)
+    # AMD family 0x17 (perf-log 42) and Zen 3, family 0x19 without AVX-512 (46)
+    zen3 = ident["family"] == 0x19 and not _core.cpu_features()["avx512f"]
+    assert rule == (ident["vendor"] == "amd" and (ident["family"] == 0x17 or zen3))
     if "avx2" in PATHS:
         assert ("q8_0_r8" in nk.default_repack("avx2")) is rule
         # batch_exact answers from the layout a backend on that path uses: R8 and Q8_0 share float_gemm_from

@@ -1,10 +1,11 @@
-"""Q4_K R8, Q5_K R8 and Q6_K R8, the load-time layouts of Q4_K, Q5_K and Q6_K for the AVX2 path of AMD family 0x17
-(onewell.quant.repack_qk_r8, _native/kernels/qk_r8.h, qk_r8.c, vec_dot_qk_r8_avx2.c).
+"""Q4_K R8, Q5_K R8, Q6_K R8 and IQ4_XS R8, the load-time layouts of Q4_K, Q5_K, Q6_K and IQ4_XS for the AVX2 path
+of AMD family 0x17 (onewell.quant.repack_qk_r8, _native/kernels/qk_r8.h, qk_r8.c, vec_dot_qk_r8_avx2.c).
 
 What must hold, and how tight:
 - the C repack writes exactly the bytes of its numpy twin (random tensors and Qwen2.5 Q4_K_M's Q4_K and Q6_K
-  tensors; no real Q5_K tensor is among the tests' models) and is lossless; Q4_K's and Q5_K's scales and minima are
-  the file's 6-bit values unpacked; every element (and Q5_K's fifth bit) sits where qk_r8.h says;
+  tensors, and ggml's own IQ4_XS encodings of SmolLM2 rows, random and cosine inputs (tests/data/ggml_codecs.npz); no
+  real Q5_K tensor is among the tests' models) and is lossless; Q4_K's and Q5_K's scales and minima are the file's
+  6-bit values unpacked, IQ4_XS's its signed scales; every element (and Q5_K's fifth bit) sits where qk_r8.h says;
 - a matmul on R8 computes the file type's integer sums with the same scale products: on the generic path in the
   same order (bit-identical); the AVX2 decode kernels add them in 8 lanes: |diff| <= 1e-5 * M, M = |x_hat| @ |W|
   (float32 summation; measured ~3e-8 M);
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_native_backend import IDS, QWEN_TYPES, tiny_spec
+from test_native_backend import IDS, LOW_BIT_TYPES, QWEN_TYPES, tiny_spec
 from test_repack import PROMPT, assert_layout_keeps_the_model, assert_tiny_logits_match, magnitude
+from test_repack_q4_r8 import check_ggml_encoding_on_r8
 
 from onewell._native import _core
 from onewell.errors import UnsupportedError
@@ -38,17 +40,17 @@ PATHS = nk.available_paths()
 # 1 super-block; 2; 3 (a row of 768: no power of two); 8; Gemma's attn_output (1,024); Qwen's ffn_down (4,864)
 COLS = [256, 512, 768, 2048, 1024, 4864]
 RTOL = 1e-5
-LAYOUTS = {T.Q4_K: QK.Q4_K_R8, T.Q5_K: QK.Q5_K_R8, T.Q6_K: QK.Q6_K_R8}
-BYTES = {T.Q4_K: (144, 148), T.Q5_K: (176, 180), T.Q6_K: (210, 210)}   # file, layout per super-block
+LAYOUTS = {T.Q4_K: QK.Q4_K_R8, T.Q5_K: QK.Q5_K_R8, T.Q6_K: QK.Q6_K_R8, T.IQ4_XS: QK.IQ4_XS_R8}
+BYTES = {T.Q4_K: (144, 148), T.Q5_K: (176, 180), T.Q6_K: (210, 210), T.IQ4_XS: (136, 138)}   # file, layout
 REAL = {T.Q4_K: QK.Q4_K_R8, T.Q6_K: QK.Q6_K_R8}   # the types of Qwen2.5 Q4_K_M's ffn_down
 
 
 def random_k(rng, wt, rows, cols):
-    """Raw Q4_K, Q5_K or Q6_K bytes: every quant, scale (and minimum) pattern, modest fp16 d (and dmin) of both
-    signs."""
+    """Raw Q4_K, Q5_K, Q6_K or IQ4_XS bytes: every quant, scale (and minimum) pattern, modest fp16 d (and dmin) of
+    both signs."""
     raw = rng.integers(0, 256, rows * row_nbytes(wt, cols), dtype=np.uint8)
     blocks = raw.reshape(-1, BYTES[wt][0])
-    for at in ((208,) if wt == T.Q6_K else (0, 2)):
+    for at in {T.Q6_K: (208,), T.IQ4_XS: (0,)}.get(wt, (0, 2)):
         scale = rng.uniform(1e-4, 1e-3, len(blocks)) * rng.choice([-1.0, 1.0], len(blocks))
         blocks[:, at:at + 2] = scale.astype("<f2").view(np.uint8).reshape(-1, 2)
     return raw
@@ -75,14 +77,20 @@ def test_native_repack_writes_the_numpy_twins_bytes_and_is_lossless(wt, cols):
     np.testing.assert_array_equal(packed, QK.repack_qk_r8(raw, layout, rows, cols))
     np.testing.assert_array_equal(QK.unpack_qk_r8(packed, layout, rows, cols), raw)
     blocks, file = packed.reshape(-1, BYTES[wt][1]), raw.reshape(-1, BYTES[wt][0])
-    if wt != T.Q6_K:   # each super-block: the file's d and dmin, then its 6-bit scales and minima unpacked
+    if wt in (T.Q4_K, T.Q5_K):   # each super-block: the file's d and dmin, then its 6-bit scales and minima unpacked
         scales, mins = unpack_scales_mins(file[:, 4:16])
         np.testing.assert_array_equal(blocks[:, :4], file[:, :4])
         np.testing.assert_array_equal(blocks[:, 4:12], scales)
         np.testing.assert_array_equal(blocks[:, 12:20], mins)
-    else:   # d, then the 16 int8 scales
+    elif wt == T.Q6_K:   # d, then the 16 int8 scales
         np.testing.assert_array_equal(blocks[:, :2], file[:, 208:210])
         np.testing.assert_array_equal(blocks[:, 2:18], file[:, 192:208])
+    else:   # IQ4_XS: d, then sub-block k's scale - 32 (nibble k of scales_l, bits 2k..2k+1 of scales_h on top)
+        np.testing.assert_array_equal(blocks[:, :2], file[:, :2])
+        high = file[:, 2].astype(np.int32) | (file[:, 3].astype(np.int32) << 8)
+        for k in range(8):
+            ls = ((file[:, 4 + k // 2] >> (4 * (k % 2))) & 15) | (((high >> (2 * k)) & 3) << 4)
+            np.testing.assert_array_equal(blocks[:, 2 + k].view(np.int8), ls - 32)
 
 
 def test_q6_k_values_sit_where_the_header_says():
@@ -136,6 +144,18 @@ def test_nibbles_sit_where_the_header_says():
         for e in range(32):
             byte = packed[20 + 32 * ((e % 16) // 4) + 4 * k + e % 4]
             assert (byte >> (4 * (e // 16))) & 15 == values[32 * k + e]
+
+
+def test_iq4_xs_indices_sit_where_the_header_says():
+    """Index byte t of sub-block k (file: qs[16 k + t], Q4_0's order) is layout byte 10 + 32 (t / 4) + 4 k + t % 4,
+    checked for every byte of a block whose index bytes are their positions."""
+    raw = np.zeros(136, dtype=np.uint8)
+    raw[8:] = np.arange(128)
+    packed = NR.repack(raw, T.IQ4_XS, 1, 256, layout=QK.IQ4_XS_R8)[0]
+    for k in range(8):
+        for t in range(16):
+            assert packed[10 + 32 * (t // 4) + 4 * k + t % 4] == 16 * k + t
+    assert (packed[2:10].view(np.int8) == -32).all()   # scale 0 in the file is -32
 
 
 def test_twin_refuses_bad_shapes():
@@ -224,8 +244,8 @@ def test_with_the_gemm_knob_off_a_batch_runs_as_decode(path, wt):
 
 
 def test_repack_argument_names_the_layouts():
-    assert dict(repack_type_set({"q4_k_r8", "q5_k_r8", "q6_k_r8"})) == {T.Q4_K: QK.Q4_K_R8, T.Q5_K: QK.Q5_K_R8,
-                                                                       T.Q6_K: QK.Q6_K_R8}
+    assert dict(repack_type_set({"q4_k_r8", "q5_k_r8", "q6_k_r8", "iq4_xs_r8"})) == {
+        T.Q4_K: QK.Q4_K_R8, T.Q5_K: QK.Q5_K_R8, T.Q6_K: QK.Q6_K_R8, T.IQ4_XS: QK.IQ4_XS_R8}
     with pytest.raises(ValueError, match="repack"):
         repack_type_set({T.Q6_K: QK.Q4_K_R8})   # Q4_K R8 is built from Q4_K only
     with pytest.raises(UnsupportedError):
@@ -236,8 +256,8 @@ def test_avx2_default_follows_the_cpu_table():
     rule = bool(_core.cpu_identity()["default_r8"])
     for path in PATHS:
         chosen = nk.default_repack(path)
-        assert ({"q4_k_r8", "q5_k_r8", "q6_k_r8"} <= chosen) is (rule and path == "avx2")
-        assert not ({"q4_k_r8", "q5_k_r8", "q6_k_r8"} & chosen) or path == "avx2"
+        assert ({"q4_k_r8", "q5_k_r8", "q6_k_r8", "iq4_xs_r8"} <= chosen) is (rule and path == "avx2")
+        assert not ({"q4_k_r8", "q5_k_r8", "q6_k_r8", "iq4_xs_r8"} & chosen) or path == "avx2"
 
 
 def test_plan_copies_k_matrices_to_r8():
@@ -251,15 +271,31 @@ def test_plan_copies_k_matrices_to_r8():
     assert plan.repacked["bytes"] == plan.repacked["source_bytes"] + 4 * q45
 
 
+def test_plan_copies_iq4_xs_matrices_to_r8():
+    spec = tiny_spec("qwen2", LOW_BIT_TYPES)   # wo and token_embd IQ4_XS
+    plan = build_plan(spec, repack={"iq4_xs_r8"})
+    copies = [m for m in plan.matrices if m.repacked]
+    assert copies and all(m.ggml_type == T.IQ4_XS and m.native_type == QK.IQ4_XS_R8 for m in copies)
+    assert all(m.row_bytes == QK.row_bytes(QK.IQ4_XS_R8, m.cols) for m in copies)
+    blocks = sum(m.rows * m.cols // 256 for m in copies)   # super-blocks: 2 bytes more each (the scales)
+    assert plan.repacked["bytes"] == plan.repacked["source_bytes"] + 2 * blocks
+
+
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("layout", ["q4_k_r8", "q5_k_r8", "q6_k_r8"])
+@pytest.mark.parametrize("layout", ["q4_k_r8", "q5_k_r8", "q6_k_r8", "iq4_xs_r8"])
 def test_backend_logits_with_r8(path, layout):
-    spec = tiny_spec("qwen2", QWEN_TYPES)   # wk is Q4_K, w_gate Q5_K, wo Q6_K
+    # QWEN_TYPES: wk is Q4_K, w_gate Q5_K, wo Q6_K; LOW_BIT_TYPES: wo IQ4_XS
+    spec = tiny_spec("qwen2", LOW_BIT_TYPES if layout == "iq4_xs_r8" else QWEN_TYPES)
     off = NativeBackend(spec, n_ctx=32, isa=path, repack=False, kv_type="f32").forward(IDS, all_logits=True)
     backend = NativeBackend(spec, n_ctx=32, isa=path, repack={layout}, kv_type="f32")
     assert backend.info()["repacked"]["matrices"] > 0
     on = backend.forward(IDS, all_logits=True)
     assert_tiny_logits_match(path, on, off)   # the bounds of test_repack.py's R16 comparison
+
+
+@pytest.mark.parametrize("source", ["real", "random", "cos"])
+def test_ggml_iq4_xs_encodings_on_r8(source):
+    check_ggml_encoding_on_r8(T.IQ4_XS, QK.IQ4_XS_R8, source, QK.repack_qk_r8, QK.unpack_qk_r8)
 
 
 # ---- a real model: Qwen2.5 Q4_K_M's ffn_down (12 Q4_K, 12 Q6_K; 4,864 columns) ------------------------------

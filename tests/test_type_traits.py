@@ -10,8 +10,8 @@ from onewell.errors import UnsupportedError
 from onewell.gguf.constants import BLOCK_LAYOUTS, GGMLType as T
 from onewell.quant import DEQUANTIZE_TYPES
 from onewell.quant import repack as R
-from onewell.quant.repack_q4_r8 import Q4_0_R8, Q4_1_R8, Q5_0_R8
-from onewell.quant.repack_qk_r8 import Q4_K_R8, Q5_K_R8, Q6_K_R8
+from onewell.quant.repack_q4_r8 import IQ4_NL_R8, Q4_0_R8, Q4_1_R8, Q5_0_R8
+from onewell.quant.repack_qk_r8 import IQ4_XS_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.act_formats import ACT_TYPE_FOR, ACT_TYPES
 from onewell.runtime import native_kernels as nk
@@ -23,8 +23,8 @@ PATHS = nk.KERNEL_PATHS
 FALLBACK = {"generic": None, "avx2": "generic", "avx2-vnni": "avx2", "avx512": "avx2", "neon": "generic",
             "neon-dotprod": "neon"}
 OWN_IDS = {R.Q8_0_R16: "q8_0_r16", R.ACT_Q8_0_R16: "act_q8_0_r16", R.Q4_1_R16: "q4_1_r16", Q8_0_R8: "q8_0_r8",
-           Q4_1_R8: "q4_1_r8", Q5_0_R8: "q5_0_r8", Q4_0_R8: "q4_0_r8", Q4_K_R8: "q4_k_r8",
-           Q5_K_R8: "q5_k_r8", Q6_K_R8: "q6_k_r8"}
+           Q4_1_R8: "q4_1_r8", Q5_0_R8: "q5_0_r8", Q4_0_R8: "q4_0_r8", IQ4_NL_R8: "iq4_nl_r8", Q4_K_R8: "q4_k_r8",
+           Q5_K_R8: "q5_k_r8", Q6_K_R8: "q6_k_r8", IQ4_XS_R8: "iq4_xs_r8"}
 
 
 def test_ggml_rows_match_the_gguf_block_layouts():

@@ -374,17 +374,18 @@ static PyObject *py_cpu_identity(PyObject *self, PyObject *args) {
                          "default_r8", ow_default_r8(f));
 }
 
-/* default_prefetch(vendor, family, model) -> the distance ow_default_prefetch picks for such a CPU */
+/* default_prefetch(vendor, family, model, avx512f=0) -> the distance ow_default_prefetch picks for such a CPU */
 static PyObject *py_default_prefetch(PyObject *self, PyObject *args) {
     (void)self;
     const char *vendor;
-    int family, model;
-    if (!PyArg_ParseTuple(args, "sii", &vendor, &family, &model)) return NULL;
+    int family, model, avx512f = 0;
+    if (!PyArg_ParseTuple(args, "sii|p", &vendor, &family, &model, &avx512f)) return NULL;
     ow_cpu_features f = {0};
     f.amd = strcmp(vendor, "amd") == 0;
     f.intel = strcmp(vendor, "intel") == 0;
     f.family = family;
     f.model = model;
+    f.avx512f = avx512f;
     return PyLong_FromSize_t(ow_default_prefetch(&f));
 }
 
@@ -472,7 +473,7 @@ PyMethodDef ow_kernel_methods[] = {
      "rows, Q4_1 -> Q4_1 R16; dst_type Q8_0 R8: Q8_0 rows -> Q8_0 R8"},
     {"cpu_identity", py_cpu_identity, METH_NOARGS, "cpu_identity() -> vendor, family, model, default_prefetch"},
     {"default_prefetch", py_default_prefetch, METH_VARARGS,
-     "default_prefetch(vendor, family, model) -> software prefetch bytes chosen for such a CPU (0 = off)"},
+     "default_prefetch(vendor, family, model, avx512f=0) -> software prefetch bytes chosen for such a CPU (0 = off)"},
     {"r16_prefetch", py_r16_prefetch, METH_VARARGS,
      "r16_prefetch(bytes, -1 or -2) -> previous software prefetch distance of the streaming decode kernels (0 = off; -1 reads, -2 returns to this CPU's defaults)"},
     {"wide_tiles", py_wide_tiles, METH_VARARGS,

@@ -29,7 +29,7 @@ typedef struct {
 
 const ow_cpu_features *ow_cpu(void);
 /* The decode kernels' software prefetch distance (bytes ahead of the weight stream, 0 = off) measured best on CPUs
- * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 17, 19 and 41), 8 KiB elsewhere. */
+ * like f: a table of the machines it was measured on (docs/perf-log.md, entries 3, 19, 41 and 46), 8 KiB elsewhere. */
 size_t ow_default_prefetch(const ow_cpu_features *f);
 /* ... of the F16 decode streams (2 bytes a weight), where measured apart: 16 KiB on Intel Xeons with AMX (1.09-1.15x
  * faster F16 decode there than at 8 KiB, perf-log entry 24); elsewhere ow_default_prefetch. */
@@ -53,14 +53,16 @@ int ow_default_gemm_overlap(const ow_cpu_features *f);
  * path, the weights' signs by xor + sub), and the other 32-element types and the K-quants than their tiles.
  * Measured on an Intel Xeon with AMX, whose cores are Alder Lake's P-cores (perf-log entries 29, 30): Q8_0 on
  * AVX-VNNI (vnni 1) 2.1x, AVX2 1.17x (vpsignb; xor + sub 1.07x); Qwen Q4_K_M's K-quants 1.07-1.35x. 3 on the AVX2
- * path of AMD family 0x17 (entry 41): Q8_0 in floats there (1.13-1.17x the int8 GEMM), the other types in int8. */
+ * path of AMD family 0x17 (entry 41): Q8_0 in floats there (1.13-1.17x the int8 GEMM), and since entry 45 IQ4_NL,
+ * the other signed type (1.15-1.17x); the other types in int8. */
 #define OW_ROWS_GEMM_AVX2 0
 #define OW_ROWS_GEMM_AVX2_VNNI 1
 #define OW_ROWS_GEMM_AVX512 2
 int ow_default_rows_gemm(const ow_cpu_features *f, int path);   /* path: OW_ROWS_GEMM_* */
-/* 1 where the AVX2 path repacks Q8_0, Q4_1, Q5_0, Q4_0, Q4_K, Q5_K and Q6_K matrices to their R8 layouts
- * (kernels/q8_0_r8.h, q4_r8.h, qk_r8.h) at load: AMD family 0x17, where they decode 1.3x (Q8_0, perf-log entry 42),
- * 1.45-1.70x (Q4_1, Q5_0, Q4_0: entry 43) and 1.16-1.45x (Q4_K, Q5_K, Q6_K kernels: entry 44) the file layouts; 0
+/* 1 where the AVX2 path repacks Q8_0, Q4_1, Q5_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS matrices to their R8
+ * layouts (kernels/q8_0_r8.h, q4_r8.h, qk_r8.h) at load: AMD family 0x17, where they decode 1.3x (Q8_0, perf-log
+ * entry 42), 1.45-1.70x (Q4_1, Q5_0, Q4_0: entry 43), 1.16-1.45x (Q4_K, Q5_K, Q6_K kernels: entry 44) and
+ * 1.4-1.8x (IQ4_NL, IQ4_XS kernels: entry 45) the file layouts; 0
  * elsewhere (never measured: the layouts' win comes from 256-bit work split into two µops, which later CPUs do
  * not). */
 int ow_default_r8(const ow_cpu_features *f);

@@ -1,14 +1,15 @@
-"""Q4_1 R8, Q5_0 R8 and Q4_0 R8: onewell's load-time layouts of Q4_1, Q5_0 and Q4_0 weights for the AVX2 kernels
-of AMD family 0x17, numpy twin of onewell/_native/kernels/q4_r8.c (same bytes; q4_r8.h has the full description and
-docs/perf-log.md entry 43 the measurements).
+"""Q4_1 R8, Q5_0 R8, Q4_0 R8 and IQ4_NL R8: onewell's load-time layouts of Q4_1, Q5_0, Q4_0 and IQ4_NL weights for
+the AVX2 kernels of AMD family 0x17, numpy twin of onewell/_native/kernels/q4_r8.c (same bytes; q4_r8.h has the full
+description and docs/perf-log.md entries 43 and 45 the measurements).
 
 Weight row: exactly the file row's bytes (20, 22 or 18 per block of 32), reordered:
     groups of m blocks at block g = 0, 8, 16, ... (m = 8, or fewer in a row's last group), at byte B g:
         Q4_1 R8: [m fp16 d][m fp16 m][4 chunks of 4m bytes]
         Q5_0 R8: [m fp16 d][m u32 h'][4 chunks of 4m bytes]
         Q4_0 R8: [m fp16 d][4 chunks of 4m bytes]
+        IQ4_NL R8: Q4_0 R8's bytes (the nibbles are codebook indices)
     chunk j = nibble bytes 4j..4j+3 of blocks g..g+m-1 in turn; Q5_0's h' is its qh with bit 4t+b moved to bit 8b+t.
-Activations are the file types' own: plain Q8_1 (Q4_1 R8) and Q8_0 (Q5_0 R8, Q4_0 R8) blocks.
+Activations are the file types' own: plain Q8_1 (Q4_1 R8) and Q8_0 (Q5_0 R8, Q4_0 R8, IQ4_NL R8) blocks.
 """
 from __future__ import annotations
 
@@ -20,14 +21,15 @@ from .repack_r8 import BLOCK, GROUP
 Q4_1_R8 = 1012    # type ids, = kernels/matvec.h (outside ggml's range: never in a file)
 Q5_0_R8 = 1013
 Q4_0_R8 = 1014
-_BLOCK_BYTES = {Q4_1_R8: 20, Q5_0_R8: 22, Q4_0_R8: 18}
-_NAMES = {Q4_1_R8: "Q4_1", Q5_0_R8: "Q5_0", Q4_0_R8: "Q4_0"}
+IQ4_NL_R8 = 1018
+_BLOCK_BYTES = {Q4_1_R8: 20, Q5_0_R8: 22, Q4_0_R8: 18, IQ4_NL_R8: 18}
+_NAMES = {Q4_1_R8: "Q4_1", Q5_0_R8: "Q5_0", Q4_0_R8: "Q4_0", IQ4_NL_R8: "IQ4_NL"}
 
 
 def _blocks_of(layout: int, cols: int) -> int:
     if layout not in _BLOCK_BYTES:
-        raise ValueError(f"layout must be Q4_1_R8 ({Q4_1_R8}), Q5_0_R8 ({Q5_0_R8}) or Q4_0_R8 ({Q4_0_R8}), "
-                         f"got {layout!r}")
+        raise ValueError(f"layout must be Q4_1_R8 ({Q4_1_R8}), Q5_0_R8 ({Q5_0_R8}), Q4_0_R8 ({Q4_0_R8}) or "
+                         f"IQ4_NL_R8 ({IQ4_NL_R8}), got {layout!r}")
     if isinstance(cols, bool) or int(cols) != cols or cols <= 0 or cols % BLOCK:
         raise ValueError(f"{_NAMES[layout]} R8: {cols!r} columns is not a positive multiple of {BLOCK}")
     return int(cols) // BLOCK
@@ -41,7 +43,7 @@ def row_bytes(layout: int, cols: int) -> int:
 def _order(layout: int, nb: int) -> np.ndarray:
     """For each byte of a row of the layout, the byte of the file row it comes from."""
     size = _BLOCK_BYTES[layout]
-    second = size - 18   # bytes of m (Q4_1) or qh (Q5_0); none for Q4_0
+    second = size - 18   # bytes of m (Q4_1) or qh (Q5_0); none for Q4_0 and IQ4_NL
     src = np.arange(nb * size, dtype=np.int64).reshape(nb, size)
     parts = []
     for g in range(0, nb, GROUP):
@@ -89,8 +91,8 @@ def _check(raw, layout: int, rows: int, cols: int) -> np.ndarray:
 
 
 def repack_q4_r8(raw, layout: int, rows: int, cols: int) -> np.ndarray:
-    """Raw Q4_1 (layout Q4_1_R8), Q5_0 (Q5_0_R8) or Q4_0 (Q4_0_R8) bytes of a rows x cols matrix -> uint8 [rows,
-    row_bytes]."""
+    """Raw Q4_1 (layout Q4_1_R8), Q5_0 (Q5_0_R8), Q4_0 (Q4_0_R8) or IQ4_NL (IQ4_NL_R8) bytes of a rows x cols
+    matrix -> uint8 [rows, row_bytes]."""
     nb = _blocks_of(layout, cols)
     out = np.ascontiguousarray(_check(raw, layout, rows, cols)[:, _order(layout, nb)])
     _rewrite_qh(out, layout, nb, spread=True)

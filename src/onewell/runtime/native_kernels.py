@@ -51,15 +51,16 @@ DEFAULT_REPACK: dict[str, frozenset[str]] = {
 }
 
 # The R8 layouts (kernels/q8_0_r8.h, q4_r8.h, qk_r8.h) by name: the AVX2 path of the CPUs that measured them faster
-# builds them at load (_core.cpu_identity()["default_r8"]; perf-log entries 42, 43, 44)
-R8_LAYOUTS = frozenset({"q8_0_r8", "q4_1_r8", "q5_0_r8", "q4_0_r8", "q4_k_r8", "q5_k_r8", "q6_k_r8"})
+# builds them at load (_core.cpu_identity()["default_r8"]; perf-log entries 42 to 46)
+R8_LAYOUTS = frozenset({"q8_0_r8", "q4_1_r8", "q5_0_r8", "q4_0_r8", "iq4_nl_r8", "q4_k_r8", "q5_k_r8", "q6_k_r8",
+                        "iq4_xs_r8"})
 
 
 def default_repack(path: str | None) -> frozenset[str]:
     """The weight types (and layouts built on request) a backend on kernel path `path` (None = this CPU's default)
     repacks at load unless told: DEFAULT_REPACK's row, plus this CPU's own choice where one was measured (the AVX2
-    path of AMD family 0x17 repacks Q8_0, Q4_1, Q5_0, Q4_0, Q4_K, Q5_K and Q6_K to their R8 layouts:
-    _core.cpu_identity()["default_r8"], perf-log entries 42 to 44)."""
+    path of AMD family 0x17 and of Zen 3 repacks Q8_0, Q4_1, Q5_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS to their
+    R8 layouts: _core.cpu_identity()["default_r8"], perf-log entries 42 to 46)."""
     path = path or default_path()
     chosen = DEFAULT_REPACK.get(path, frozenset())
     if path == "avx2" and _core().cpu_identity()["default_r8"]:

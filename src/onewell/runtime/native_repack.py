@@ -3,8 +3,8 @@ repacking and matmuls.
 
     layout_for(weight_type, layout=None)           -> Q8_0_R16 (Q8_0, Q5_0 in) or Q4_1_R16 (Q4_1 in); or `layout`
                                                       (an R8 layout: Q8_0_R8, Q4_1_R8, Q5_0_R8, Q4_0_R8,
-                                                      Q4_K_R8, Q5_K_R8, Q6_K_R8) after checking it is built from
-                                                      weight_type
+                                                      IQ4_NL_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8, IQ4_XS_R8) after
+                                                      checking it is built from weight_type
     repack(raw, weight_type, rows, cols, layout=None) -> uint8 [rows, stride] in layout_for(...), 64-byte aligned
     quantize_act(x, isa=None)                      -> uint8 [n_vec, act bytes] (or [act bytes]): the R16 layouts'
     matmul(packed, rows, cols, x, isa=None, layout=Q8_0_R16) -> float32 [n_vec, rows] (or [rows])
@@ -24,9 +24,9 @@ from onewell._native import _core
 from onewell.errors import UnsupportedError
 from onewell.gguf.constants import GGMLType, row_nbytes
 from onewell.quant.repack import ACT_Q8_0_R16, Q4_1_R16, Q8_0_R16, act_row_nbytes, q4_1_row_stride, row_stride
-from onewell.quant.repack_q4_r8 import Q4_0_R8, Q4_1_R8, Q5_0_R8
+from onewell.quant.repack_q4_r8 import IQ4_NL_R8, Q4_0_R8, Q4_1_R8, Q5_0_R8
 from onewell.quant.repack_q4_r8 import row_bytes as q4_r8_row_bytes
-from onewell.quant.repack_qk_r8 import Q4_K_R8, Q5_K_R8, Q6_K_R8
+from onewell.quant.repack_qk_r8 import IQ4_XS_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8
 from onewell.quant.repack_qk_r8 import row_bytes as qk_r8_row_bytes
 from onewell.quant.repack_r8 import Q8_0_R8
 from onewell.quant.repack_r8 import row_bytes as r8_row_bytes
@@ -38,8 +38,9 @@ LAYOUTS = repack_layouts()   # ggml type -> its R16 layout, from the native type
 SOURCE_TYPES = frozenset(t for t, layout in LAYOUTS.items() if layout == Q8_0_R16)   # repacked to Q8_0 R16
 _STRIDE = {Q8_0_R16: row_stride, Q4_1_R16: q4_1_row_stride, Q8_0_R8: r8_row_bytes,
            **{layout: (lambda cols, layout=layout: q4_r8_row_bytes(layout, cols))
-              for layout in (Q4_1_R8, Q5_0_R8, Q4_0_R8)},
-           **{layout: (lambda cols, layout=layout: qk_r8_row_bytes(layout, cols)) for layout in (Q4_K_R8, Q5_K_R8, Q6_K_R8)}}
+              for layout in (Q4_1_R8, Q5_0_R8, Q4_0_R8, IQ4_NL_R8)},
+           **{layout: (lambda cols, layout=layout: qk_r8_row_bytes(layout, cols))
+              for layout in (Q4_K_R8, Q5_K_R8, Q6_K_R8, IQ4_XS_R8)}}
 ALIGN = 64
 HUGE_PAGE = 2 << 20
 
@@ -83,7 +84,7 @@ def layout_for(weight_type, layout: int | None = None) -> int:
         return int(layout)
     if wt not in LAYOUTS:
         raise UnsupportedError(f"only Q8_0, Q5_0 (to Q8_0 R16), Q4_1 (to Q4_1 R16) and the sources of the R8 layouts "
-                               f"named (Q8_0, Q4_1, Q5_0, Q4_0, Q4_K, Q5_K, Q6_K) repack, not {wt.name}")
+                               f"named (Q8_0, Q4_1, Q5_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS) repack, not {wt.name}")
     if layout is not None and layout != LAYOUTS[wt]:
         raise UnsupportedError(f"{wt.name} does not repack to layout {layout!r}")
     return LAYOUTS[wt]
@@ -92,7 +93,7 @@ def layout_for(weight_type, layout: int | None = None) -> int:
 def _layout_stride(layout, cols: int) -> int:
     if layout not in _STRIDE:
         raise ValueError(f"layout must be one of {sorted(_STRIDE)} (Q8_0_R16, Q4_1_R16, Q8_0_R8, Q4_1_R8, "
-                         f"Q5_0_R8, Q4_0_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8), got {layout!r}")
+                         f"Q5_0_R8, Q4_0_R8, IQ4_NL_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8, IQ4_XS_R8), got {layout!r}")
     return _STRIDE[layout](cols)
 
 

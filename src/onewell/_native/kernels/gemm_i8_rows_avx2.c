@@ -21,6 +21,40 @@
 #define GI_NAME vec_dot_q8_0_q8_0_rows_avx2_mask
 #include "gemm_i8_rows.inc"
 
+/* the same two on Q8_0 R8 rows (q8_0_r8.h; vec_dot_q8_0_r8_avx2.c calls them as the Q8_0 GEMM calls those) */
+#define GI_TYPE 8
+#define GI_SUFFIX q8_0r8_avx2
+#define GI_NAME vec_dot_q8_0r8_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 8
+#define GI_MASK 1
+#define GI_SUFFIX q8_0r8_avx2_mask
+#define GI_NAME vec_dot_q8_0r8_q8_0_rows_avx2_mask
+#include "gemm_i8_rows.inc"
+
+/* ... and of Q4_0 R8, Q5_0 R8, Q4_1 R8, IQ4_NL R8 (q4_r8.h; vec_dot_q4_r8_avx2.c calls them as the file types'
+ * slots below call theirs) */
+#define GI_TYPE 9
+#define GI_SUFFIX q4_0r8_avx2
+#define GI_NAME vec_dot_q4_0r8_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 10
+#define GI_SUFFIX q5_0r8_avx2
+#define GI_NAME vec_dot_q5_0r8_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 11
+#define GI_SUFFIX q4_1r8_avx2
+#define GI_NAME vec_dot_q4_1r8_q8_1_rows_avx2
+#include "gemm_i8_rows.inc"
+
+#define GI_TYPE 12
+#define GI_SUFFIX iq4_nlr8_avx2
+#define GI_NAME vec_dot_iq4_nlr8_q8_0_rows_avx2
+#include "gemm_i8_rows.inc"
+
 /* Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL (gemm_i8_rows_types.inc; IQ4_NL signed as Q8_0, by vpsignb: rows_gemm 2's xor +
  * sub is measured for Q8_0 only) */
 #define GI_VARIANT avx2
@@ -49,8 +83,14 @@ GI_DECODE_SLOT_OF(q5_K)
 GI_DECODE_SLOT_OF(q2_K)
 GI_DECODE_SLOT_OF(q3_K)
 GI_DECODE_SLOT_OF(iq4_xs)
-/* IQ4_NL has no tile: below the GEMM its decode kernel */
-GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_iq4_nl_q8_0_gemm_avx2, vec_dot_iq4_nl_q8_0_rows_avx2,
+/* IQ4_NL has no tile: below the GEMM its decode kernel. From the GEMM's batch with rows_gemm 3, floats
+ * (gemm_iq4_nl_f32_avx2.c), as Q8_0's: the signed types' int8 GEMM spends a vpsignb per 32 products on the
+ * integer-multiply pipe (perf-log entry 45) */
+static GI_TARGET void vec_dot_iq4_nl_q8_0_rows_or_floats_avx2(OW_TILE_ARGS) {
+    (ow_rows_gemm(OW_ROWS_GEMM_AVX2) == 3 ? vec_dot_iq4_nl_q8_0_fgemm_avx2 : vec_dot_iq4_nl_q8_0_rows_avx2)(
+        n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+}
+GI_DECODE_SLOT(GI_TARGET, OW_ROWS_GEMM_AVX2, vec_dot_iq4_nl_q8_0_gemm_avx2, vec_dot_iq4_nl_q8_0_rows_or_floats_avx2,
                vec_dot_iq4_nl_q8_0_avx2)
 #undef GI_DECODE_SLOT_OF
 #undef GI_SLOT_OF

@@ -59,6 +59,8 @@ typedef enum {
     OW_TYPE_Q4_K_R8 = 1015,   /* weights: Q4_K rows, sub-block k in lane k (qk_r8.h); plain Q8_K in */
     OW_TYPE_Q6_K_R8 = 1016,   /* weights: Q6_K rows, sub-block p in word p (qk_r8.h); plain Q8_K in */
     OW_TYPE_Q5_K_R8 = 1017,   /* weights: Q5_K rows as Q4_K R8's + fifth bits (qk_r8.h); plain Q8_K in */
+    OW_TYPE_IQ4_NL_R8 = 1018, /* weights: IQ4_NL rows in groups of 8, Q4_0 R8's bytes (q4_r8.h); plain Q8_0 in */
+    OW_TYPE_IQ4_XS_R8 = 1019, /* weights: IQ4_XS rows, sub-block k in lane k (qk_r8.h); plain Q8_K in */
 } ow_ggml_type;
 typedef ow_ggml_type ow_wtype;  /* a weight type */
 typedef ow_ggml_type ow_atype;  /* an activation type: F32, F16, Q8_0, Q8_1, Q8_K or ACT_Q8_0_R16 */
@@ -131,6 +133,8 @@ int ow_repack_q5_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, in
                       size_t dst_stride);
 int ow_repack_q4_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
+int ow_repack_iq4_nl_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                        size_t dst_stride);   /* IQ4_NL to OW_TYPE_IQ4_NL_R8: Q4_0 R8's byte order */
 /* ... and from Q4_K to OW_TYPE_Q4_K_R8 (qk_r8.h: 148 bytes per super-block of 256, the file's 144), from Q5_K to
  * OW_TYPE_Q5_K_R8 (180, the file's 176), from Q6_K to OW_TYPE_Q6_K_R8 (the file's 210) */
 int ow_repack_q4_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
@@ -139,6 +143,8 @@ int ow_repack_q5_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, in
                       size_t dst_stride);
 int ow_repack_q6_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride);
+int ow_repack_iq4_xs_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                        size_t dst_stride);   /* IQ4_XS to OW_TYPE_IQ4_XS_R8 (qk_r8.h: 138 bytes, the file's 136) */
 /* Process-wide tuning knobs of the streaming decode kernels, set before running matmuls (docs/perf-log.md,
  * entry 3): the software prefetch distance (bytes ahead of the weight stream; 0 = off; until set, this CPU's
  * ow_default_prefetch), and whether single-vector calls stream rows one at a time (1, default) or in 4-row
@@ -168,7 +174,7 @@ void ow_set_gemm_overlap(int on);
 int ow_gemm_overlap(void);
 /* Whether prefill batches of OW_FLOAT_GEMM_MIN_VECS+ vectors run the int8 GEMM with 8 rows in the lanes
  * (gemm_i8_rows.inc, gemm_k_rows.inc; 1, or 2: on the AVX2 path Q8_0's signs by xor + sub instead of vpsignb; 3:
- * all but the AVX2 paths' Q8_0, which runs the float GEMM) instead of the float GEMM (Q8_0) or the exact tiles (the
+ * all but the AVX2 paths' Q8_0 and the AVX2 path's IQ4_NL, which run float GEMMs) instead of the float GEMM (Q8_0) or the exact tiles (the
  * other 32-element types, the K-quants) (0): on every path
  * once set, else this CPU's ow_default_rows_gemm for the path (docs/perf-log.md, entries 29, 30). The int8 variants give the same floats; they and the float GEMM
  * round differently from the tiles. */

@@ -60,6 +60,11 @@ int ow_repack_q4_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, in
     return q4r8_repack(OW_Q4_0_R8_BLOCK_BYTES, src, src_row_bytes, rows, n_cols, dst, dst_stride);
 }
 
+int ow_repack_iq4_nl_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                        size_t dst_stride) {
+    return q4r8_repack(OW_Q4_0_R8_BLOCK_BYTES, src, src_row_bytes, rows, n_cols, dst, dst_stride);   /* the same bytes */
+}
+
 int ow_repack_q5_0_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride) {
     return q4r8_repack(OW_Q5_0_R8_BLOCK_BYTES, src, src_row_bytes, rows, n_cols, dst, dst_stride);
@@ -116,6 +121,29 @@ static float dot_row_q5_0r8_q4_0r8(int block_bytes, const uint8_t *w, const ow_b
 void vec_dot_q4_0r8_q8_0_generic(OW_DOT_ARGS) {
     for (int r = 0; r < nr; r++)
         s[r] = dot_row_q5_0r8_q4_0r8(OW_Q4_0_R8_BLOCK_BYTES, w + (size_t)r * w_stride, x, n_cols / OW_QK);
+}
+
+/* IQ4_NL R8 (Q4_0 R8's bytes): per block vec_dot_iq4_nl_q8_0_generic's sum, in its order */
+static float dot_row_iq4_nlr8(const uint8_t *w, const ow_block_q8_0 *x, int64_t nb) {
+    const int B = OW_Q4_0_R8_BLOCK_BYTES;
+    float sum = 0.0f;
+    for (int64_t g = 0; g < nb; g += OW_R8_GROUP) {
+        const int m = ow_r8_group_blocks(nb, g);
+        for (int k = 0; k < m; k++) {
+            const ow_block_q8_0 *xb = x + g + k;
+            int32_t sumi = 0;
+            for (int t = 0; t < 16; t++) {
+                const uint8_t q = w[ow_q4r8_nibble_at(B, g, m, k, t)];
+                sumi += ow_iq4nl_values[q & 0x0f] * xb->qs[t] + ow_iq4nl_values[q >> 4] * xb->qs[t + 16];
+            }
+            sum += (float)sumi * (ow_fp16_to_fp32(ow_read_u16(w + ow_q4r8_d_at(B, g, k))) * ow_fp16_to_fp32(xb->d));
+        }
+    }
+    return sum;
+}
+
+void vec_dot_iq4_nlr8_q8_0_generic(OW_DOT_ARGS) {
+    for (int r = 0; r < nr; r++) s[r] = dot_row_iq4_nlr8(w + (size_t)r * w_stride, x, n_cols / OW_QK);
 }
 
 void vec_dot_q4_1r8_q8_1_generic(OW_DOT_ARGS) {

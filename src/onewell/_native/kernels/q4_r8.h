@@ -17,8 +17,10 @@
  * Q5_0's h' puts, for byte b of a chunk, element 4j+b's fifth bit at bit j of byte b and element 16+4j+b's at bit
  * 4+j: bit 8b+t of h' is bit 4t+b of the file's qh. One 16-bit shift and one AND then align a chunk's fifth bits
  * with its nibbles (left by 4-j for the low ones, right by j for the high ones).
- * Activations: plain Q8_1 (Q4_1 R8) or Q8_0 (Q5_0 R8, Q4_0 R8) blocks, the file types' own; the AVX2 kernel
- * interleaves a vector's quants once per call. */
+ * IQ4_NL R8 is Q4_0 R8's bytes (IQ4_NL's block is Q4_0's, its nibbles indices into ggml's codebook); its AVX2
+ * kernel looks the values up per chunk (perf-log entry 45).
+ * Activations: plain Q8_1 (Q4_1 R8) or Q8_0 (Q5_0 R8, Q4_0 R8, IQ4_NL R8) blocks, the file types' own; the AVX2
+ * kernel interleaves a vector's quants once per call. */
 #ifndef ONEWELL_Q4_R8_H
 #define ONEWELL_Q4_R8_H
 
@@ -55,7 +57,7 @@ void ow_q4r8_unpack_groups(int block_bytes, const uint8_t *r8, uint8_t *file, in
 /* Q5_0's qh (bit i: element i's fifth bit) <-> h' (above), a bit permutation: h' byte b is row b of a 4 x 8 bit
  * matrix whose column t is qh's nibble t. Nibbles spread to bytes (or bytes packed to nibbles) and
  * Hacker's Delight 8 x 8 bit transpose (three delta swaps): a few operations instead of a loop over 32 bits, since
- * the prefill turns every row back. */
+ * a prefill without the rows GEMM turns every row back. */
 static inline uint64_t ow_bits_transpose8(uint64_t x) {   /* bit 8i + j <-> bit 8j + i */
     uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
     x ^= t ^ (t << 7);

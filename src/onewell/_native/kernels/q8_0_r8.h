@@ -1,5 +1,5 @@
 /* Q8_0 "R8": a load-time repacked layout of Q8_0 weight rows for AVX2 CPUs whose 256-bit instructions are two
- * 128-bit µops (AMD family 0x17, docs/perf-log.md entry 42).
+ * 128-bit µops (AMD family 0x17, docs/perf-log.md entry 42); Zen 3 gains from it too (entry 46).
  *
  * Why: with ggml's layout an AVX2 kernel spends per 32-weight block a convert, a scale product and an FMA after the
  * integer dot; on such a CPU that is ~16 µops per block and the Q8_0 decode kernel reads 11-12 GB/s whether the

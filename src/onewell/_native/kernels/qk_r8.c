@@ -1,4 +1,4 @@
-/* The portable code of the Q4_K R8, Q5_K R8 and Q6_K R8 layouts (qk_r8.h): the load-time repacks from the file's blocks,
+/* The portable code of the Q4_K R8, Q5_K R8, Q6_K R8 and IQ4_XS R8 layouts (qk_r8.h): the load-time repacks from the file's blocks,
  * and the generic dot kernels, which every path without its own kernel runs (the inverses, for the AVX2 prefill,
  * are in vec_dot_qk_r8_avx2.c). onewell/quant/repack_qk_r8.py is the numpy twin. */
 #include <string.h>
@@ -84,6 +84,15 @@ static void q5_k_convert(const void *in, uint8_t *out) {
     q45_k_to_r8((const uint8_t *)b, b->scales, b->qh, b->qs, out);
 }
 static void q6_k_convert(const void *in, uint8_t *out) { q6_k_to_r8(in, out); }
+/* IQ4_XS: d, the 8 scales unpacked (-32..31), sub-block k's 16 index bytes (already in Q4_0's order) to lane k */
+static void iq4_xs_convert(const void *in, uint8_t *out) {
+    const ow_block_iq4_xs *b = in;
+    memcpy(out, &b->d, 2);
+    for (int k = 0; k < 8; k++) {
+        out[OW_IQ4_XS_R8_SCALES_AT + k] = (uint8_t)(int8_t)ow_iq4_xs_scale(b, k);
+        for (int t = 0; t < 16; t++) out[ow_qk_r8_nibble_at(OW_IQ4_XS_R8_HEAD, k, t)] = b->qs[16 * k + t];
+    }
+}
 
 int ow_repack_q4_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride) {
@@ -100,6 +109,12 @@ int ow_repack_q5_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, in
 int ow_repack_q6_k_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
                       size_t dst_stride) {
     return qk_r8_repack(sizeof(ow_block_q6_K), OW_Q6_K_R8_BLOCK_BYTES, q6_k_convert, src, src_row_bytes, rows,
+                        n_cols, dst, dst_stride);
+}
+
+int ow_repack_iq4_xs_r8(const uint8_t *src, size_t src_row_bytes, int64_t rows, int64_t n_cols, uint8_t *dst,
+                        size_t dst_stride) {
+    return qk_r8_repack(sizeof(ow_block_iq4_xs), OW_IQ4_XS_R8_BLOCK_BYTES, iq4_xs_convert, src, src_row_bytes, rows,
                         n_cols, dst, dst_stride);
 }
 
@@ -145,6 +160,29 @@ static float dot_row_q6_kr8(const uint8_t *w, const ow_block_q8_K *x, int64_t nb
         sum += (ow_fp16_to_fp32(ow_read_u16(w)) * x[b].d) * (float)isum;
     }
     return sum;
+}
+
+/* IQ4_XS R8: vec_dot_q23k_iq4_bf16_generic.c's IQ4_XS sums, in its order */
+static float dot_row_iq4_xsr8(const uint8_t *w, const ow_block_q8_K *x, int64_t nb) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++, w += OW_IQ4_XS_R8_BLOCK_BYTES) {
+        int32_t isum = 0;
+        for (int k = 0; k < 8; k++) {
+            const int8_t *a = x[b].qs + 32 * k;
+            int32_t part = 0;
+            for (int t = 0; t < 16; t++) {
+                const uint8_t q = w[ow_qk_r8_nibble_at(OW_IQ4_XS_R8_HEAD, k, t)];
+                part += ow_iq4nl_values[q & 15] * a[t] + ow_iq4nl_values[q >> 4] * a[t + 16];
+            }
+            isum += (int8_t)w[OW_IQ4_XS_R8_SCALES_AT + k] * part;
+        }
+        sum += (ow_fp16_to_fp32(ow_read_u16(w)) * x[b].d) * (float)isum;
+    }
+    return sum;
+}
+
+void vec_dot_iq4_xsr8_q8_K_generic(OW_DOT_ARGS) {
+    for (int r = 0; r < nr; r++) s[r] = dot_row_iq4_xsr8(w + (size_t)r * w_stride, x, n_cols / OW_QK_K);
 }
 
 void vec_dot_q6_kr8_q8_K_generic(OW_DOT_ARGS) {

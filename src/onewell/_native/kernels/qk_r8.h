@@ -1,4 +1,4 @@
-/* Q4_K R8, Q5_K R8 and Q6_K R8: load-time layouts of K-quant weight rows for the AVX2 path of CPUs whose 256-bit
+/* Q4_K R8, Q5_K R8, Q6_K R8 and IQ4_XS R8: load-time layouts of K-quant weight rows for the AVX2 path of CPUs whose 256-bit
  * instructions are two 128-bit µops (AMD family 0x17), the K-quant counterparts of Q4_0 R8 (q4_r8.h). On such a
  * CPU vpmaddubsw and vpmaddwd are two µops each on the one integer-multiply pipe, and vector shifts have one pipe of
  * their own; ggml's layouts make the AVX2 kernels spend both per sub-block (docs/perf-log.md entry 44).
@@ -33,6 +33,16 @@
  *   bits 0-5 of X_v for v < 4; for v = 4 + k, bits 6-7 of X_k are its high 2 bits and nibble k % 2 of Y_{k/2} its
  *   low 4. Weight = d scale_p (q - 32), as Q6_K.
  *
+ * IQ4_XS R8. An IQ4_XS super-block is 8 sub-blocks of 32 codebook indices (IQ4_NL's values) in Q4_0's nibble order,
+ * each with a 6-bit scale (minus 32) packed in 6 bytes; ggml's layout gives the AVX2 kernel one vpmaddubsw, one
+ * vpmaddwd by a broadcast scale and a 16-byte nibble split per sub-block, plus a dozen scalar operations per
+ * super-block for the scales. Here, as in Q4_K R8, lane k holds sub-block k, so the 8 scales multiply every
+ * vpmaddubsw result at once and the nibble split works on 32 bytes; the products of codebook values with
+ * activations reach 2 x 127 x 127 per pair, so each vpmaddubsw still needs its own vpmaddwd (by the scales). The
+ * scales are stored as 8 signed bytes (2 more per 136: +1.5 %).
+ *   super-block (138 bytes): [fp16 d][8 i8 scales][4 chunks of 32 bytes as Q4_K R8's]
+ *   weight = d scale_k ow_iq4nl_values[index], as IQ4_XS.
+ *
  * Rows are n_cols / 256 super-blocks, no padding. Activations: plain Q8_K (the file types'); the AVX2 kernels
  * interleave a vector's quants once per call as the weights are. */
 #ifndef ONEWELL_QK_R8_H
@@ -51,9 +61,12 @@
 #define OW_Q6_K_R8_BLOCK_BYTES 210
 #define OW_Q6_K_R8_X_AT 18    /* after d and the 16 scales */
 #define OW_Q6_K_R8_Y_AT 146
+#define OW_IQ4_XS_R8_BLOCK_BYTES 138
+#define OW_IQ4_XS_R8_SCALES_AT 2
+#define OW_IQ4_XS_R8_HEAD 10  /* the nibbles after d and the 8 scales */
 
 /* byte offsets in a Q4_K R8 / Q5_K R8 super-block: the scales (then the minima), and byte t (0..15) of sub-block
- * k's nibbles (head: OW_QK_R8_HEAD or OW_Q5_K_R8_HEAD) */
+ * k's nibbles (head: OW_QK_R8_HEAD, OW_Q5_K_R8_HEAD or, in IQ4_XS R8, OW_IQ4_XS_R8_HEAD) */
 #define OW_QK_R8_SCALES_AT 4
 #define OW_QK_R8_MINS_AT 12
 static inline size_t ow_qk_r8_nibble_at(int head, int k, int t) {

@@ -33,6 +33,17 @@ TA_INLINE void r8_interleave_quants(const uint8_t *x, size_t block_bytes, size_t
     memset(xi + 32 * nb, 0, 32);
 }
 
+/* The inverse for 4 chunks of 32 bytes at c (a group's nibble chunks, as the weights store them): a 4 x 8 transpose
+ * of int32 giving u[k] = block (sub-block) k's 16 bytes in its low half and k + 4's in its high half, in order */
+TA_INLINE void r8_chunks_to_blocks(const uint8_t *c, __m256i u[4]) {
+    __m256i x[4];
+    for (int j = 0; j < 4; j++) x[j] = _mm256_loadu_si256((const __m256i *)(c + 32 * j));
+    const __m256i t0 = _mm256_unpacklo_epi32(x[0], x[1]), t1 = _mm256_unpackhi_epi32(x[0], x[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(x[2], x[3]), t3 = _mm256_unpackhi_epi32(x[2], x[3]);
+    u[0] = _mm256_unpacklo_epi64(t0, t2), u[1] = _mm256_unpackhi_epi64(t0, t2);   /* 0 | 4, 1 | 5 */
+    u[2] = _mm256_unpacklo_epi64(t1, t3), u[3] = _mm256_unpackhi_epi64(t1, t3);   /* 2 | 6, 3 | 7 */
+}
+
 /* n_vec interleaved vectors against nr rows at w, w + w_stride, ... (y[v * y_stride + r]): pairs from the two halves
  * of the call's rows (two streams from memory, as the file layouts' kernels read), then the odd row; each pair meets
  * every vector while it is in L1, so a batch of a few sequences streams the weights once. Each (row, vector) runs

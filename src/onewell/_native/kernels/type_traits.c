@@ -154,9 +154,11 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .name = "q8_0_r8", .block_size = OW_QK, .block_bytes = OW_QK + 2,   /* the file's bytes, reordered */
         .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_q8_0_r8,
         .repack_from = OW_TYPE_Q8_0, .vec_dot = {OW_GENERIC(vec_dot_q8_0r8_q8_0_generic)},
-        /* AVX2 + AVX-VNNI and AVX-512 CPUs run the AVX2 kernel (fallback); from 32 vectors the float GEMM */
+        /* AVX2 + AVX-VNNI and AVX-512 CPUs run the AVX2 kernel (fallback); from 32 vectors the Q8_0 GEMM the
+         * rows_gemm knob names (float or int8 rows), on panels built from R8 rows */
         .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q8_0r8_q8_0_avx2)}},
-    /* the same for Q4_1, Q5_0 and Q4_0 (q4_r8.h); from 32 vectors the file types' GEMMs on rows turned back */
+    /* the same for Q4_1, Q5_0 and Q4_0 (q4_r8.h); from 32 vectors the file types' GEMMs (their rows GEMMs on panels
+     * built from R8 rows, else on rows turned back) */
     [OW_TYPE_Q4_1_R8 - OW_OWN_TYPE_BASE] = {
         .name = "q4_1_r8", .block_size = OW_QK, .block_bytes = sizeof(ow_block_q4_1),
         .act_type = OW_TYPE_Q8_1, .repack_to = -1, .repacked = 1, .repack = ow_repack_q4_1_r8,
@@ -172,6 +174,12 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_q4_0_r8,
         .repack_from = OW_TYPE_Q4_0, .vec_dot = {OW_GENERIC(vec_dot_q4_0r8_q8_0_generic)},
         .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q4_0r8_q8_0_avx2)}},
+    /* IQ4_NL in Q4_0 R8's byte order, the indices looked up per chunk; from 32 vectors the IQ4_NL GEMM */
+    [OW_TYPE_IQ4_NL_R8 - OW_OWN_TYPE_BASE] = {
+        .name = "iq4_nl_r8", .block_size = OW_QK, .block_bytes = sizeof(ow_block_iq4_nl),
+        .act_type = OW_TYPE_Q8_0, .repack_to = -1, .repacked = 1, .repack = ow_repack_iq4_nl_r8,
+        .repack_from = OW_TYPE_IQ4_NL, .vec_dot = {OW_GENERIC(vec_dot_iq4_nlr8_q8_0_generic)},
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_iq4_nlr8_q8_0_avx2)}},
     /* Q4_K with sub-block k in int32 lane k, the scales unpacked (qk_r8.h); from 32 vectors the Q4_K GEMM */
     [OW_TYPE_Q4_K_R8 - OW_OWN_TYPE_BASE] = {
         .name = "q4_k_r8", .block_size = OW_QK_K, .block_bytes = OW_Q4_K_R8_BLOCK_BYTES,
@@ -189,6 +197,12 @@ static const ow_type_traits_t own_rows[OW_OWN_TYPE_SLOTS] = {
         .act_type = OW_TYPE_Q8_K, .repack_to = -1, .repacked = 1, .repack = ow_repack_q6_k_r8,
         .repack_from = OW_TYPE_Q6_K, .vec_dot = {OW_GENERIC(vec_dot_q6_kr8_q8_K_generic)},
         .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_q6_kr8_q8_K_avx2)}},
+    /* IQ4_XS with sub-block k in int32 lane k, the scales unpacked (qk_r8.h); from 32 vectors the IQ4_XS GEMM */
+    [OW_TYPE_IQ4_XS_R8 - OW_OWN_TYPE_BASE] = {
+        .name = "iq4_xs_r8", .block_size = OW_QK_K, .block_bytes = OW_IQ4_XS_R8_BLOCK_BYTES,
+        .act_type = OW_TYPE_Q8_K, .repack_to = -1, .repacked = 1, .repack = ow_repack_iq4_xs_r8,
+        .repack_from = OW_TYPE_IQ4_XS, .vec_dot = {OW_GENERIC(vec_dot_iq4_xsr8_q8_K_generic)},
+        .tile = {OW_AVX2_FLOAT_GEMM(vec_dot_iq4_xsr8_q8_K_avx2)}},
     [OW_ACT_Q8_0_R16 - OW_OWN_TYPE_BASE] = {
         .name = "act_q8_0_r16", .block_size = OW_QK, .block_bytes = OW_QK + 4 + 4,   /* + f32 scale, i32 seed */
         OW_ACT_ONLY, .repacked = 1, OW_ACT_QUANT(q8_0r16)},

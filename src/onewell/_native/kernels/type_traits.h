@@ -75,7 +75,7 @@ ow_act_quant_slot ow_type_act_quant(const ow_type_traits_t *t, ow_kpath p);
 /* Ids to visit every row: [0, OW_GGML_TYPE_SLOTS) and [OW_OWN_TYPE_BASE, + OW_OWN_TYPE_SLOTS) */
 #define OW_GGML_TYPE_SLOTS 40
 #define OW_OWN_TYPE_BASE 1008
-#define OW_OWN_TYPE_SLOTS 10
+#define OW_OWN_TYPE_SLOTS 12
 
 /* One row of a weight table to float32 (the embedding gather). Returns 0, or -1 for a type without a row
  * dequantizer. Bit-identical to onewell.quant.dequantize. */

@@ -42,9 +42,11 @@ OW_DECLARE_GENERIC(q8_0r8_q8_0)       /* onewell's repacked Q8_0 for AVX2 (q8_0_
 OW_DECLARE_GENERIC(q4_1r8_q8_1)       /* ... and Q4_1, Q5_0, Q4_0 (q4_r8.h); plain Q8_1, Q8_0 activations */
 OW_DECLARE_GENERIC(q5_0r8_q8_0)
 OW_DECLARE_GENERIC(q4_0r8_q8_0)
+OW_DECLARE_GENERIC(iq4_nlr8_q8_0)     /* ... IQ4_NL (Q4_0 R8's bytes, codebook values) */
 OW_DECLARE_GENERIC(q4_kr8_q8_K)       /* ... and Q4_K, Q5_K, Q6_K (qk_r8.h); plain Q8_K activations */
 OW_DECLARE_GENERIC(q5_kr8_q8_K)
 OW_DECLARE_GENERIC(q6_kr8_q8_K)
+OW_DECLARE_GENERIC(iq4_xsr8_q8_K)     /* ... and IQ4_XS (qk_r8.h) */
 
 void act_quant_f32_generic(const float *x, void *xq, int64_t n);
 void act_quant_f16_generic(const float *x, void *xq, int64_t n);
@@ -86,9 +88,11 @@ void vec_dot_q8_0r8_q8_0_gemm_avx2(OW_TILE_ARGS);   /* ... that GEMM (gemm_q8_0_
 void vec_dot_q4_1r8_q8_1_avx2(OW_TILE_ARGS);   /* Q4_1, Q5_0, Q4_0 R8: decode in row pairs, prefill the file GEMMs */
 void vec_dot_q5_0r8_q8_0_avx2(OW_TILE_ARGS);
 void vec_dot_q4_0r8_q8_0_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_nlr8_q8_0_avx2(OW_TILE_ARGS);
 void vec_dot_q4_kr8_q8_K_avx2(OW_TILE_ARGS);     /* Q4_K, Q5_K, Q6_K R8: decode in row pairs, prefill the file GEMMs */
 void vec_dot_q5_kr8_q8_K_avx2(OW_TILE_ARGS);
 void vec_dot_q6_kr8_q8_K_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_xsr8_q8_K_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_avx512(OW_TILE_ARGS);
 void vec_dot_q4_1r16_q8_0r16_avx512(OW_TILE_ARGS);   /* Q4_1 R16: rows one at a time, n_vec vectors per load */
 void tile_f16_f16_avx2(OW_TILE_ARGS);    /* F16 x F16, 4 rows x 3 vectors per load (tile_f16_bf16_avx2.c) */
@@ -118,6 +122,12 @@ void vec_dot_q8_0_q8_0_gemm_avx2_vnni(OW_TILE_ARGS);
  * while ow_rows_gemm(vnni) (1; 2 on AVX2: the signs by xor + sub): any rows and vectors, n_cols a multiple of 32 */
 void vec_dot_q8_0_q8_0_rows_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_rows_avx2_mask(OW_TILE_ARGS);
+void vec_dot_q8_0r8_q8_0_rows_avx2(OW_TILE_ARGS);        /* the same two on Q8_0 R8 rows */
+void vec_dot_q8_0r8_q8_0_rows_avx2_mask(OW_TILE_ARGS);
+void vec_dot_q4_0r8_q8_0_rows_avx2(OW_TILE_ARGS);        /* ... and of the nibble R8s (q4_r8.h) */
+void vec_dot_q5_0r8_q8_0_rows_avx2(OW_TILE_ARGS);
+void vec_dot_q4_1r8_q8_1_rows_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_nlr8_q8_0_rows_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
 /* ... of Q4_0 and Q5_0 (gemm_i8_rows_avx2.c, gemm_i8_rows_vnni.c), and their tile slots on the AVX2 paths: the
  * int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while ow_float_gemm() and ow_rows_gemm(vnni), else the exact tile */
@@ -162,6 +172,7 @@ void vec_dot_q8_0r16_q8_0r16_rows_avx512_wide(OW_TILE_ARGS);
 void vec_dot_q8_0r16_q8_0r16_gemm_avx512(OW_TILE_ARGS);
 /* ... and of IQ4_NL on every x86 path, Q8_0's kernel after a codebook lookup; below the GEMM its decode kernel */
 void vec_dot_iq4_nl_q8_0_rows_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_nl_q8_0_fgemm_avx2(OW_TILE_ARGS);   /* ... IQ4_NL as a float GEMM (gemm_iq4_nl_f32_avx2.c) */
 void vec_dot_iq4_nl_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
 void vec_dot_iq4_nl_q8_0_rows_avx512(OW_TILE_ARGS);
 void vec_dot_iq4_nl_q8_0_rows_avx512_wide(OW_TILE_ARGS);

@@ -8,15 +8,18 @@
  * scales of zero, so they add +0 (a tail of 4 on 128-bit lanes, the same floats): every row gives the same floats
  * whichever way it is read (alone, in a pair, or as the last row, whose tail is copied into a zero-padded buffer).
  *
- * Prefill: from OW_FLOAT_GEMM_MIN_VECS vectors (with the float_gemm knob on) the float GEMM of the AVX2 paths
- * (gemm_f32_avx2.h) on panels dequantized from this layout: the same floats as the Q8_0 GEMM's panels, so the
- * same results as the file layout's prefill. Smaller batches run as decode, each row pair against every vector in
+ * Prefill: from OW_FLOAT_GEMM_MIN_VECS vectors (with the float_gemm knob on) what the file layout's prefill runs on
+ * this CPU (ow_rows_gemm), on panels built straight from this layout: the float GEMM of the AVX2 paths
+ * (gemm_f32_avx2.h; rows_gemm 0 or 3, family 0x17), or the int8 GEMM with rows in the lanes (gemm_i8_rows.inc;
+ * rows_gemm 1 or 2, Zen 3, where it beats the floats; perf-log 46). The panels hold what the Q8_0 GEMMs' hold, so
+ * the results are the file layout's prefill. Smaller batches run as decode, each row pair against every vector in
  * turn while it is in L1 (bit for bit the one-vector results; perf-log entry 43: 1.17-1.28x at 2-8 vectors on a
  * matrix from memory, against one vector at a time).
  *
- * Limit (else the generic kernel, correct and slower): rows up to R8_MAX_BLOCKS blocks (16,384 columns), whose
- * interleaved vectors live on the stack (one) or in one heap buffer (several). Reads stay inside the call's rows: only a tail other than 4 blocks reads
- * past its row, into the next one, and the call's last row copies its tail instead. */
+ * No column limit: one vector of rows up to R8_STACK_BLOCKS blocks (16,384 columns) is interleaved on the stack,
+ * longer rows (Qwen2.5-7B's 18,944-column ffn_down) and batches into one heap buffer (up to OW_FLOAT_GEMM_MIN_VECS
+ * vectors at a time). Reads stay inside the call's rows: only a tail other than 4 blocks reads past its row, into
+ * the next one, and the call's last row copies its tail instead. */
 #include "vec_dot.h"
 
 #if OW_X86_KERNELS
@@ -28,7 +31,7 @@
 #include "q8_0_r8.h"
 #include "r8_act_avx2.h"
 
-#define R8_MAX_BLOCKS 512
+#define R8_STACK_BLOCKS 512
 
 /* int32 lane k = the sum of the 4 signed byte products of block k: |q| times a carrying q's sign keeps every pair
  * within int16 (vpmaddubsw's unsigned operand |q| <= 128, |a| <= 127) */
@@ -36,14 +39,19 @@ TA_INLINE __m256i r8_dot4(__m256i q, __m256i a) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q)), _mm256_set1_epi16(1));
 }
 
-/* A Q8_0 vector as the kernel reads it: quants interleaved as the weights' (r8_act_avx2.h), scales as floats then
- * 8 zeros */
+/* A Q8_0 vector as the kernel reads it, in R8_VECTOR_BYTES(nb) bytes (32-aligned): quants interleaved as the
+ * weights' (r8_act_avx2.h), then the scales as floats and 8 zeros */
+#define R8_VECTOR_BYTES(nb) ((size_t)(nb) * OW_QK + 32 + (((size_t)(nb) + 8) * 4 + 31) / 32 * 32)
 typedef struct {
-    int8_t q[OW_QK * R8_MAX_BLOCKS + 32] __attribute__((aligned(32)));
-    float d[R8_MAX_BLOCKS + 8] __attribute__((aligned(32)));
+    int8_t *q;
+    float *d;
 } r8_vector;
 
-TA_INLINE void r8_act(const ow_block_q8_0 *x, int64_t nb, r8_vector *v) {
+static r8_vector r8_vector_at(uint8_t *buf, int64_t nb) {
+    return (r8_vector){(int8_t *)buf, (float *)(buf + (size_t)nb * OW_QK + 32)};
+}
+
+TA_INLINE void r8_act(const ow_block_q8_0 *x, int64_t nb, const r8_vector *v) {
     r8_interleave_quants((const uint8_t *)x, sizeof *x, offsetof(ow_block_q8_0, qs), nb, v->q);
     for (int64_t b = 0; b < nb; b++) v->d[b] = _cvtsh_ss(x[b].d);
     _mm256_storeu_ps(v->d + nb, _mm256_setzero_ps());
@@ -131,29 +139,44 @@ TA_INLINE void r8_decode(int64_t nb, const uint8_t *w, size_t w_stride, int nr, 
 #undef R8_Q8_0_ROWS
 }
 
-/* The any_rows tile of the AVX2 paths (type_traits.c). Rows over R8_MAX_BLOCKS blocks: the generic kernel (any nr) */
+/* The any_rows tile of the AVX2 paths (type_traits.c) */
 TA_TARGET void vec_dot_q8_0r8_q8_0_avx2(OW_TILE_ARGS) {
-    if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm()) {
-        vec_dot_q8_0r8_q8_0_gemm_avx2(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-        return;
-    }
     const int64_t nb = n_cols / OW_QK;
-    if (nb > R8_MAX_BLOCKS) {
-        for (int v = 0; v < n_vec; v++)
-            vec_dot_q8_0r8_q8_0_generic(n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)v * x_stride,
-                                        y + (int64_t)v * y_stride);
+    if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm()) {   /* as the Q8_0 GEMM chooses (gemm_q8_0_f32_avx2.c) */
+        const int rows = ow_rows_gemm(OW_ROWS_GEMM_AVX2);
+        (rows == 2   ? vec_dot_q8_0r8_q8_0_rows_avx2_mask
+         : rows == 1 ? vec_dot_q8_0r8_q8_0_rows_avx2
+                     : vec_dot_q8_0r8_q8_0_gemm_avx2)(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
         return;
     }
-    r8_vector one, *vs = n_vec > 1 ? aligned_alloc(32, (size_t)n_vec * sizeof *vs) : NULL;   /* a multiple of 32 */
-    if (!vs) {   /* one vector, or no memory for several: one vector at a time (the same results) */
+    /* below the GEMM at most OW_FLOAT_GEMM_MIN_VECS - 1 vectors; with the knob off, more, that many at a time */
+    const int cap = n_vec < OW_FLOAT_GEMM_MIN_VECS ? n_vec : OW_FLOAT_GEMM_MIN_VECS;
+    const size_t per_vector = R8_VECTOR_BYTES(nb);   /* a multiple of 32 */
+    uint8_t one[R8_VECTOR_BYTES(R8_STACK_BLOCKS)] __attribute__((aligned(32)));
+    const int fits = nb <= R8_STACK_BLOCKS;
+    uint8_t *buf = cap == 1 && fits ? one : aligned_alloc(32, per_vector * (size_t)cap);
+    if (!buf) {   /* no memory: one vector at a time on the stack (the same results), or the generic kernel */
         for (int v = 0; v < n_vec; v++) {
-            r8_act((const ow_block_q8_0 *)((const uint8_t *)x + (size_t)v * x_stride), nb, &one);
-            r8_decode(nb, w, w_stride, nr, &one, 1, y + (int64_t)v * y_stride, y_stride);
+            const uint8_t *xv = (const uint8_t *)x + (size_t)v * x_stride;
+            if (!fits) {
+                vec_dot_q8_0r8_q8_0_generic(n_cols, w, w_stride, nr, xv, y + (int64_t)v * y_stride);
+                continue;
+            }
+            const r8_vector vs[1] = {r8_vector_at(one, nb)};
+            r8_act((const ow_block_q8_0 *)xv, nb, vs);
+            r8_decode(nb, w, w_stride, nr, vs, 1, y + (int64_t)v * y_stride, y_stride);
         }
         return;
     }
-    for (int v = 0; v < n_vec; v++) r8_act((const ow_block_q8_0 *)((const uint8_t *)x + (size_t)v * x_stride), nb, vs + v);
-    r8_decode(nb, w, w_stride, nr, vs, n_vec, y, y_stride);
-    free(vs);
+    r8_vector vs[OW_FLOAT_GEMM_MIN_VECS];
+    for (int done = 0; done < n_vec; done += cap) {
+        const int n = n_vec - done < cap ? n_vec - done : cap;
+        for (int i = 0; i < n; i++) {
+            vs[i] = r8_vector_at(buf + per_vector * (size_t)i, nb);
+            r8_act((const ow_block_q8_0 *)((const uint8_t *)x + (size_t)(done + i) * x_stride), nb, vs + i);
+        }
+        r8_decode(nb, w, w_stride, nr, vs, n, y + (int64_t)done * y_stride, y_stride);
+    }
+    if (buf != one) free(buf);
 }
 #endif

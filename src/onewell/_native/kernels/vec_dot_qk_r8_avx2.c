@@ -1,5 +1,5 @@
-/* AVX2 kernels of the Q4_K R8, Q5_K R8 and Q6_K R8 layouts (qk_r8.h): decode, and prefill through the file types'
- * GEMMs.
+/* AVX2 kernels of the Q4_K R8, Q5_K R8, Q6_K R8 and IQ4_XS R8 layouts (qk_r8.h): decode, and prefill through the
+ * file types' GEMMs.
  *
  * Decode (up to OW_FLOAT_GEMM_MIN_VECS - 1 vectors; more, that many at a time, with the float_gemm knob off): each
  * vector's quants interleaved once per call as the layout's weights are (Q4_K / Q5_K R8: a super-block's 8
@@ -12,7 +12,9 @@
  * it. ggml's layout needs 8 vpmaddubsw and 8 vpmaddwd (vec_dot_x86_256.inc's tile_q45_K). Q5_K R8 adds a shift and
  * an AND per chunk for the fifth bits and a second int16 sum. Q6_K R8: 6 loads, 6 shifts and 14 logic operations give the 8
  * vectors of 6-bit values, then 8 vpmaddubsw, 4 vpmaddwd by the scales (ggml's layout: 10 shifts, 8 shuffles of
- * scales, 8 vpmaddwd), one vpmaddwd for the offset, one convert and one FMA.
+ * scales, 8 vpmaddwd), one vpmaddwd for the offset, one convert and one FMA. IQ4_XS R8: Q4_K R8's nibble split, a
+ * vpshufb per half into codebook values given their activation's sign (vpsignb) against its absolute value, and
+ * a vpmaddwd by the scales for each vpmaddubsw (its int16 results leave no room to add two).
  *
  * Prefill: from OW_FLOAT_GEMM_MIN_VECS vectors (float_gemm knob on) the rows are turned back into the file's blocks,
  * a slab at a time in a buffer that stays in L2, and given to the file type's AVX2 GEMM: its results. */
@@ -27,7 +29,7 @@
 #include "tile_avx2.h"
 
 /* the layouts, a compile-time argument K of the functions below */
-enum { QKR8_Q4_K, QKR8_Q5_K, QKR8_Q6_K };
+enum { QKR8_Q4_K, QKR8_Q5_K, QKR8_Q6_K, QKR8_IQ4_XS };
 
 /* a vector's side, in one allocation per call: per super-block its 256 quants interleaved as the layout's weights,
  * 32 bytes of sums (Q4_K R8: the 8 sub-block sums, |sum| <= 32 x 128; Q6_K R8: Q8_K's 16 bsums) and its scale */
@@ -177,6 +179,44 @@ TA_INLINE void q45kr8_rows(const uint8_t *const *wr, int64_t nb, const qkr8_vect
     for (int r = 0; r < R; r++) out[r] = ta_hsum(acc[r]) - ta_hsum128(acc_min[r]);
 }
 
+/* IQ4_XS R8: R (1 or 2) rows against the vector: out[r]. Per super-block the 8 scales sign-extended into both int16
+ * words of their lanes; per chunk the low and high nibbles looked up, each value signed as its activation and
+ * multiplied by the activation's absolute value (pairs <= 2 x 127 x 127), each result by the scales into int32 */
+TA_INLINE void iq4xsr8_rows(const uint8_t *const *wr, int64_t nb, const qkr8_vector *v, float *out, const int R) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ow_iq4nl_values));
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *xb = v->q + 256 * b;
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, scales[2];
+        for (int r = 0; r < R; r++) {
+            const __m128i s8 = _mm_loadl_epi64((const __m128i *)(wr[r] + (size_t)b * OW_IQ4_XS_R8_BLOCK_BYTES +
+                                                                 OW_IQ4_XS_R8_SCALES_AT));
+            scales[r] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
+        }
+        for (int j = 0; j < 4; j++) {
+            const __m256i a_lo = _mm256_load_si256((const __m256i *)(xb + 32 * j));
+            const __m256i a_hi = _mm256_load_si256((const __m256i *)(xb + 32 * (j + 4)));
+            const __m256i abs_lo = _mm256_abs_epi8(a_lo), abs_hi = _mm256_abs_epi8(a_hi);
+            for (int r = 0; r < R; r++) {
+                const __m256i q = _mm256_loadu_si256(
+                    (const __m256i *)(wr[r] + (size_t)b * OW_IQ4_XS_R8_BLOCK_BYTES + OW_IQ4_XS_R8_HEAD + 32 * j));
+                const __m256i v_lo = _mm256_sign_epi8(_mm256_shuffle_epi8(book, _mm256_and_si256(q, low4)), a_lo);
+                const __m256i v_hi = _mm256_sign_epi8(
+                    _mm256_shuffle_epi8(book, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4)), a_hi);
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(abs_lo, v_lo), scales[r]),
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(abs_hi, v_hi), scales[r])));
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const float d = _cvtsh_ss(ow_read_u16(wr[r] + (size_t)b * OW_IQ4_XS_R8_BLOCK_BYTES)) * v->d[b];
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = ta_hsum(acc[r]);
+}
+
 /* Q5_K's qh from the 8 h' lanes: qh[e] bit k = bit 8 (e % 4) + e / 4 of lane k. Byte b of every lane gathered into
  * 64-bit word b (byte k = lane k's byte b: bit 8k + t) is an 8 x 8 bit matrix whose transpose (three delta swaps,
  * as ow_bits_transpose8) has qh[4t + b] as byte t; a 4 x 8 byte transpose puts those in order. */
@@ -214,12 +254,8 @@ TA_INLINE void q45kr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_col
         memcpy(out, in, 4);
         ow_pack_k4_scales(in + OW_QK_R8_SCALES_AT, in + OW_QK_R8_MINS_AT, out + 4);
         if (Q5) q5kr8_qh(_mm256_loadu_si256((const __m256i *)(in + OW_Q5_K_R8_FIFTH_AT)), out + 16);
-        __m256i c[4];
-        for (int j = 0; j < 4; j++) c[j] = _mm256_loadu_si256((const __m256i *)(in + head + 32 * j));
-        const __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]), t1 = _mm256_unpackhi_epi32(c[0], c[1]);
-        const __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]), t3 = _mm256_unpackhi_epi32(c[2], c[3]);
-        const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),   /* sub 0 | 4, 1 | 5 */
-                              _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};  /* sub 2 | 6, 3 | 7 */
+        __m256i u[4];   /* sub-blocks 0 | 4, 1 | 5, 2 | 6, 3 | 7 */
+        r8_chunks_to_blocks(in + head, u);
         for (int e = 0; e < 2; e++) {   /* u[2e]: sub-blocks 2e | 2e + 4 (low nibbles of chunks e | e + 2) */
             const __m256i even = u[2 * e], odd = u[2 * e + 1];
             /* elements 0..15 (the low nibbles) and 16..31 (the high ones) of the even and odd sub-blocks */
@@ -232,6 +268,30 @@ TA_INLINE void q45kr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_col
         }
     }
 }
+/* One row back in IQ4_XS blocks: the 4 x 8 int32 transpose (r8_chunks_to_blocks) gives sub-blocks k | k + 4 in the
+ * halves of u[k], each already the file's 16 bytes; the scales packed again */
+TA_TARGET static void iq4xsr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols) {
+    for (int64_t b = 0; b < n_cols / OW_QK_K; b++) {
+        const uint8_t *in = r8 + (size_t)b * OW_IQ4_XS_R8_BLOCK_BYTES;
+        ow_block_iq4_xs *out = (ow_block_iq4_xs *)file + b;
+        uint16_t high = 0;
+        memcpy(&out->d, in, 2);
+        memset(out->scales_l, 0, sizeof out->scales_l);
+        for (int k = 0; k < 8; k++) {
+            const int ls = (int8_t)in[OW_IQ4_XS_R8_SCALES_AT + k] + 32;
+            out->scales_l[k / 2] |= (uint8_t)((ls & 15) << (4 * (k % 2)));
+            high |= (uint16_t)(((ls >> 4) & 3) << (2 * k));
+        }
+        memcpy((uint8_t *)out + 2, &high, 2);
+        __m256i u[4];
+        r8_chunks_to_blocks(in + OW_IQ4_XS_R8_HEAD, u);
+        for (int k = 0; k < 4; k++) {
+            _mm_storeu_si128((__m128i *)(out->qs + 16 * k), _mm256_castsi256_si128(u[k]));
+            _mm_storeu_si128((__m128i *)(out->qs + 16 * (k + 4)), _mm256_extracti128_si256(u[k], 1));
+        }
+    }
+}
+
 TA_TARGET static void q4kr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols) { q45kr8_unpack_row(r8, file, n_cols, 0); }
 TA_TARGET static void q5kr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t n_cols) { q45kr8_unpack_row(r8, file, n_cols, 1); }
 
@@ -269,11 +329,15 @@ TA_TARGET static void q6kr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t
 TA_INLINE void qkr8_tile(OW_TILE_ARGS, const int K) {
     const int64_t nb = n_cols / OW_QK_K;
     if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() &&
-        r8_prefill_slabs(K == QKR8_Q4_K ? q4kr8_unpack_row : K == QKR8_Q5_K ? q5kr8_unpack_row : q6kr8_unpack_row,
+        r8_prefill_slabs(K == QKR8_Q4_K   ? q4kr8_unpack_row
+                         : K == QKR8_Q5_K ? q5kr8_unpack_row
+                         : K == QKR8_Q6_K ? q6kr8_unpack_row : iq4xsr8_unpack_row,
                          (size_t)nb * (K == QKR8_Q4_K   ? sizeof(ow_block_q4_K)
-                                       : K == QKR8_Q5_K ? sizeof(ow_block_q5_K) : sizeof(ow_block_q6_K)),
+                                       : K == QKR8_Q5_K ? sizeof(ow_block_q5_K)
+                                       : K == QKR8_Q6_K ? sizeof(ow_block_q6_K) : sizeof(ow_block_iq4_xs)),
                          K == QKR8_Q4_K   ? vec_dot_q4_K_q8_K_gemm_avx2
-                         : K == QKR8_Q5_K ? vec_dot_q5_K_q8_K_gemm_avx2 : vec_dot_q6_K_q8_K_gemm_avx2,
+                         : K == QKR8_Q5_K ? vec_dot_q5_K_q8_K_gemm_avx2
+                         : K == QKR8_Q6_K ? vec_dot_q6_K_q8_K_gemm_avx2 : vec_dot_iq4_xs_q8_K_gemm_avx2,
                          n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride))
         return;
     /* below the GEMM at most OW_FLOAT_GEMM_MIN_VECS - 1 vectors; with the knob off, more, that many at a time */
@@ -283,7 +347,8 @@ TA_INLINE void qkr8_tile(OW_TILE_ARGS, const int K) {
     if (!buf) {   /* no memory for the interleaved vectors: the generic kernel (the file layout's generic results) */
         for (int i = 0; i < n_vec; i++)
             (K == QKR8_Q4_K   ? vec_dot_q4_kr8_q8_K_generic
-             : K == QKR8_Q5_K ? vec_dot_q5_kr8_q8_K_generic : vec_dot_q6_kr8_q8_K_generic)(
+             : K == QKR8_Q5_K ? vec_dot_q5_kr8_q8_K_generic
+             : K == QKR8_Q6_K ? vec_dot_q6_kr8_q8_K_generic : vec_dot_iq4_xsr8_q8_K_generic)(
                 n_cols, w, w_stride, nr, (const uint8_t *)x + (size_t)i * x_stride, y + (int64_t)i * y_stride);
         return;
     }
@@ -294,8 +359,10 @@ TA_INLINE void qkr8_tile(OW_TILE_ARGS, const int K) {
             vs[i] = qkr8_act((const ow_block_q8_K *)((const uint8_t *)x + (size_t)(done + i) * x_stride), nb,
                              buf + per_vector * (size_t)i, K);
         float *yv = y + (int64_t)done * y_stride;
-#define QKR8_ROWS(rows, R, last, v, out) \
-    (K == QKR8_Q6_K ? q6kr8_rows(rows, nb, vs + (v), out, R) : q45kr8_rows(rows, nb, vs + (v), out, R, K == QKR8_Q5_K))
+#define QKR8_ROWS(rows, R, last, v, out)                   \
+    (K == QKR8_Q6_K     ? q6kr8_rows(rows, nb, vs + (v), out, R) \
+     : K == QKR8_IQ4_XS ? iq4xsr8_rows(rows, nb, vs + (v), out, R) \
+                        : q45kr8_rows(rows, nb, vs + (v), out, R, K == QKR8_Q5_K))
         OW_R8_ROW_PAIRS(w, w_stride, nr, n, yv, y_stride, QKR8_ROWS);
 #undef QKR8_ROWS
     }
@@ -311,5 +378,8 @@ TA_TARGET void vec_dot_q5_kr8_q8_K_avx2(OW_TILE_ARGS) {
 }
 TA_TARGET void vec_dot_q6_kr8_q8_K_avx2(OW_TILE_ARGS) {
     qkr8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, QKR8_Q6_K);
+}
+TA_TARGET void vec_dot_iq4_xsr8_q8_K_avx2(OW_TILE_ARGS) {
+    qkr8_tile(n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride, QKR8_IQ4_XS);
 }
 #endif
