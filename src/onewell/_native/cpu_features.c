@@ -121,27 +121,27 @@ const ow_cpu_features *ow_cpu(void) {
     return &g_features;
 }
 
+/* Zen 3: the AMD family 0x19 CPUs without AVX-512 (Zen 4 has it), measured on a Milan EPYC (model 1, perf-log 46) */
+static int amd_zen3(const ow_cpu_features *f) { return f->amd && f->family == 0x19 && !f->avx512f; }
+
 size_t ow_default_prefetch(const ow_cpu_features *f) {
     /* AMD Zen 4 EPYC (Genoa, family 0x19 models 0x10-0x1f): the hardware prefetchers keep up and software prefetch
      * only costs, 1.03-1.24x faster decode without it on every path and model measured (perf-log entry 19).
      * The AVX-512 machine of entry 3 gains from it, as other CPUs may. */
     if (f->amd && f->family == 0x19 && f->model >= 0x10 && f->model <= 0x1f) return 0;
-    /* Zen 3 (family 0x19 without AVX-512; measured on a Milan EPYC, model 1): entry 17 lost 19 % without it when the
-     * decode kernels read one row at a time; since they read rows in pairs (entry 22) and in the R8 layouts (entry
-     * 46) the hardware prefetchers keep up there too: 1.07-1.12x faster R8 decode without, file layouts 1.01-1.10x,
-     * F16 1.05-1.08x (entry 46) */
-    if (f->amd && f->family == 0x19 && !f->avx512f) return 0;
+    /* Zen 3: entry 17 lost 19 % without it when the decode kernels read one row at a time; since they read rows in
+     * pairs (entry 22) and in the R8 layouts (entry 46) the hardware prefetchers keep up there too: 1.07-1.12x
+     * faster R8 decode without, file layouts 1.01-1.10x, F16 1.05-1.09x (entry 46) */
+    if (amd_zen3(f)) return 0;
     /* AMD family 0x17 (Zen, Zen+, Zen 2): measured on one, a KVM guest reporting model 1 (Zen 1's EPYC; its decode
      * speeds fit 256-bit work split in two): 1.14-1.17x faster Q8_0 decode without, F16 1.05-1.08x (entry 41) */
     if (f->amd && f->family == 0x17) return 0;
     return 8192;
 }
 
-/* The R8 layouts on the AVX2 path (native_kernels.R8_LAYOUTS): AMD family 0x17 (perf-log 42-45) and Zen 3, the
- * family 0x19 CPUs without AVX-512 (perf-log 46: decode 1.14-1.32x, prefill 0.96-1.00x) */
-int ow_default_r8(const ow_cpu_features *f) {
-    return f->amd && (f->family == 0x17 || (f->family == 0x19 && !f->avx512f));
-}
+/* The R8 layouts on the AVX2 path (native_kernels.R8_LAYOUTS): AMD family 0x17 (perf-log 42-45) and Zen 3 (perf-log
+ * 46: decode 1.14-1.34x, prefill 0.96-1.00x) */
+int ow_default_r8(const ow_cpu_features *f) { return (f->amd && f->family == 0x17) || amd_zen3(f); }
 
 size_t ow_default_f16_prefetch(const ow_cpu_features *f) {
     return f->intel && f->amx_tile ? 16384 : ow_default_prefetch(f);
