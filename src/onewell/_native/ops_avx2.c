@@ -1,5 +1,6 @@
 /* AVX2 (+FMA, F16C) kernels of the ops (ops_kernels.h): translations of the generic twins in ops.c. Tails use
- * masked loads/stores (f16: a zero-padded copy), so every element goes through the same vector math. */
+ * masked loads/stores (f16: a zero-padded copy), so every element goes through the same vector math; whole vectors
+ * store plainly (store_f32), vmaskmovps to memory being microcoded on AMD (docs/perf-log.md, entry 47). */
 #include "ops_kernels.h"
 
 #if OW_OPS_X86
@@ -14,6 +15,14 @@ static const int32_t mask_table[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 
 /* lanes [0, min(left, 8)) set */
 T256 static inline __m256i tail_mask(int64_t left) {
     return _mm256_loadu_si256((const __m256i *)(mask_table + 8 - (left >= 8 ? 8 : left)));
+}
+
+/* the first min(left, 8) lanes of v to p */
+T256 static inline void store_f32(float *p, int64_t left, __m256 v) {
+    if (left >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, tail_mask(left), v);
 }
 
 T256 static inline float hsum8(__m256 v) {
@@ -87,7 +96,7 @@ T256 static float exp_sum_avx2(float *y, const float *x, float shift, int64_t n)
         __m256i mask = tail_mask(n - i);
         __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), s));
         e = _mm256_and_ps(e, _mm256_castsi256_ps(mask));
-        _mm256_maskstore_ps(y + i, mask, e);
+        store_f32(y + i, n - i, e);
         acc = _mm256_add_ps(acc, e);
     }
     return hsum8(acc);
@@ -99,7 +108,7 @@ T256 static void swiglu_avx2(float *out, const float *g, const float *u, int64_t
         __m256i mask = tail_mask(n - i);
         __m256 gv = _mm256_maskload_ps(g + i, mask), uv = _mm256_maskload_ps(u + i, mask);
         __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
-        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), uv));
+        store_f32(out + i, n - i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), uv));
     }
 }
 
@@ -111,7 +120,7 @@ T256 void ow_geglu_avx2(float *out, const float *g, const float *u, int64_t n) {
         /* the generic twin's order: k * (x + c * x * x * x), rounded after each product (no FMA) */
         __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c, x), x), x);
         __m256 e = exp8(_mm256_mul_ps(k, _mm256_add_ps(x, x3)));
-        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), uv));
+        store_f32(out + i, n - i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), uv));
     }
 }
 
@@ -128,7 +137,7 @@ T256 void ow_softcap_avx2(float *out, const float *x, int64_t n, float cap) {
         __m256 series = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(a, a2), poly));
         t = _mm256_blendv_ps(t, series, _mm256_cmp_ps(a, _mm256_set1_ps(OW_TANH_SERIES), _CMP_LT_OQ));
         t = _mm256_or_ps(t, _mm256_and_ps(sign, y));   /* tanh is odd: the sign of y */
-        _mm256_maskstore_ps(out + i, mask, _mm256_mul_ps(vcap, t));
+        store_f32(out + i, n - i, _mm256_mul_ps(vcap, t));
     }
 }
 
@@ -171,7 +180,7 @@ T256 static float weigh(float *scores, int64_t n_ctx) {
             for (int b = 0; b < NB; b++) acc[b] = _mm256_fmadd_ps(w, LOAD(vt + 8 * b, hd - d0 - 8 * b), acc[b]); \
         }                                                                                                      \
         for (int b = 0; b < NB; b++)                                                                           \
-            _mm256_maskstore_ps(out + d0 + 8 * b, tail_mask(hd - d0 - 8 * b), _mm256_mul_ps(acc[b], inv));     \
+            store_f32(out + d0 + 8 * b, hd - d0 - 8 * b, _mm256_mul_ps(acc[b], inv));                           \
     } while (0)
 #define ATTEND(name, type, LOAD)                                                                               \
     T256 static void name(float *out, const float *q, const type *k, const type *v, int64_t stride,            \
@@ -254,7 +263,7 @@ T256 static void f32_to_f16_avx2(uint16_t *out, const float *x, int64_t n) {
 }
 
 T256 static void f16_to_f32_avx2(float *out, const uint16_t *x, int64_t n) {
-    for (int64_t i = 0; i < n; i += 8) _mm256_maskstore_ps(out + i, tail_mask(n - i), load_f16(x + i, n - i));
+    for (int64_t i = 0; i < n; i += 8) store_f32(out + i, n - i, load_f16(x + i, n - i));
 }
 
 const ow_ops_kernels ow_ops_avx2 = {

@@ -20,7 +20,8 @@
 #define GF_VGROUP 128  /* vectors whose floats are made per pass: each panel serves up to this many */
 #define GF_INLINE TA_INLINE
 
-typedef struct { __m256i lo, hi; } gf_rows_mask;   /* the panel rows a call writes: lanes of its two ymm */
+/* the panel rows a call writes: lanes of its two ymm; `full` when all 16 are (every panel but a chunk's last) */
+typedef struct { __m256i lo, hi; int full; } gf_rows_mask;
 
 /* NV vectors (floats xf, GF_KC apart) times the panel's kc columns into y[v * y_stride + 0..15] (rows past
  * `rows` left alone: masked); the first pass stores, the later ones add */
@@ -36,6 +37,19 @@ GF_INLINE void gf_micro(const float *panel, int64_t kc, const float *xf, float *
             acc[v][0] = _mm256_fmadd_ps(w0, a, acc[v][0]);
             acc[v][1] = _mm256_fmadd_ps(w1, a, acc[v][1]);
         }
+    }
+    /* Full panels store plainly: vmaskmovps to memory is microcoded on AMD (docs/perf-log.md, entry 47) */
+    if (mask.full) {
+        for (int v = 0; v < NV; v++) {
+            float *yv = y + (int64_t)v * y_stride;
+            if (!first) {
+                acc[v][0] = _mm256_add_ps(acc[v][0], _mm256_loadu_ps(yv));
+                acc[v][1] = _mm256_add_ps(acc[v][1], _mm256_loadu_ps(yv + 8));
+            }
+            _mm256_storeu_ps(yv, acc[v][0]);
+            _mm256_storeu_ps(yv + 8, acc[v][1]);
+        }
+        return;
     }
     for (int v = 0; v < NV; v++) {
         float *yv = y + (int64_t)v * y_stride;
@@ -54,7 +68,7 @@ GF_INLINE __m256i gf_mask(int n) {
 }
 
 GF_INLINE gf_rows_mask gf_rows_mask_of(int rows) {
-    const gf_rows_mask m = {gf_mask(rows), gf_mask(rows - 8)};
+    const gf_rows_mask m = {gf_mask(rows), gf_mask(rows - 8), rows >= GF_ROWS};
     return m;
 }
 
