@@ -69,10 +69,18 @@ fi
 
 say "summary"
 set +e
-# issue 14's targets: the AVX2 path (native on an AVX2-only CPU) 1.3x llama.cpp in tg32, and in pp128 on Qwen;
-# tg32 after 4,096 tokens 1.3x at 2 threads. The AVX-512 rows carry no target: compare them with docs/perf-log.md.
-"$PYTHON" "$HERE/vs_summary.py" "$OUT_DIR" --target tg32=1.3/avx2 --target pp128=1.3@qwen/avx2 \
-    --target tg32@d4096=1.3:2 | tee "$OUT_DIR/summary.md"
+# issue 14's targets (targets/issue14-avx2.txt: the AVX2 path 1.3x llama.cpp in tg32, and in pp128 on Qwen; tg32
+# after 4,096 tokens 1.3x at 2 threads) and, on a CPU whose AVX-512 ratios docs/perf-log.md recorded, those ratios
+# as floors (targets/avx512-VENDOR-FAMILY-MODEL.txt, cpuid's decimal family and model; -FAMILY.txt where the model
+# was not recorded)
+TARGETS=(--targets "$HERE/targets/issue14-avx2.txt")
+VENDOR=$(grep -m1 '^vendor_id' /proc/cpuinfo | grep -q AuthenticAMD && echo amd || echo intel)
+FAMILY=$(grep -m1 '^cpu family' /proc/cpuinfo | tr -dc 0-9)
+MODEL=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | tr -dc 0-9)
+for FLOORS in "$HERE/targets/avx512-$VENDOR-$FAMILY-$MODEL.txt" "$HERE/targets/avx512-$VENDOR-$FAMILY.txt"; do
+    if [[ -f $FLOORS ]]; then TARGETS+=(--targets "$FLOORS"); say "AVX-512 floors: $FLOORS"; break; fi
+done
+"$PYTHON" "$HERE/vs_summary.py" "$OUT_DIR" "${TARGETS[@]}" | tee "$OUT_DIR/summary.md"
 status=${PIPESTATUS[0]}
 set -e
 say "results in $OUT_DIR (summary.md, cpu-decisions.md)"

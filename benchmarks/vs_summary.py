@@ -7,7 +7,8 @@ targets if given.
 
 A target is TEST=RATIO, optionally @MODEL (a substring of the model's file name), :THREADS and /PATH (onewell's
 kernel path: avx2, avx2-vnni, avx512, generic); a row it covers passes when its median pair ratio reaches RATIO. Exit status 1 when a covered row falls short, so a script can
-tell; 0 otherwise (also when no target is given).
+tell; 0 otherwise (also when no target is given). `--targets FILE` reads more, one per line (`#` starts a
+comment): e.g. benchmarks/targets/, the ratios docs/perf-log.md last recorded on a machine, as floors.
 """
 from __future__ import annotations
 
@@ -90,11 +91,28 @@ def table(rows: list[dict], targets: list[Target]) -> tuple[str, int]:
     return "\n".join(lines), short
 
 
+def targets_in(path: Path) -> list[Target]:
+    """The targets of a file: one per line, blank lines and `#` comments skipped; a bad line names its number"""
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if text:
+            try:
+                out.append(Target.parse(text))
+            except argparse.ArgumentTypeError as e:
+                raise SystemExit(f"vs_summary: {path}:{n}: {e}") from None
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path, help="bench JSON files or folders of them")
     ap.add_argument("--target", action="append", type=Target.parse, default=[])
+    ap.add_argument("--targets", action="append", type=Path, default=[], metavar="FILE",
+                    help="a file of targets, one per line (# comments)")
     args = ap.parse_args(argv)
+    for f in args.targets:
+        args.target += targets_in(f)
     rows = collect(args.paths)
     if not rows:
         print("vs_summary: no comparisons found (bench JSON from runs with --vs llama.cpp=...)", file=sys.stderr)

@@ -85,3 +85,17 @@ def test_files_that_are_not_reports_are_skipped_with_a_note(tmp_path, capsys):
     assert vs_summary.main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "skipping" in err and "no comparisons found" in err
+
+
+def test_targets_from_a_file(tmp_path, capsys):
+    report(tmp_path / "q8.json", "qwen-q8_0",
+           {("tg8", 1): [1.0, 1.0, 1.0], ("pp16", 1): [1.0, 1.0, 1.0]},
+           {("tg8", 1): [1.4, 1.4, 1.4], ("pp16", 1): [1.1, 1.1, 1.1]})
+    floors = tmp_path / "floors.txt"
+    floors.write_text("# recorded on some machine\n\ntg8=1.35@qwen:1   # met\npp16=1.2@qwen:1   # short\n")
+    assert vs_summary.main([str(tmp_path), "--targets", str(floors)]) == 1
+    out = capsys.readouterr().out
+    assert "1 row(s) short of their target" in out and "met (1.35)" in out and "**short** (1.2)" in out
+    floors.write_text("tg8=1.35\npp16>1.2\n")
+    with pytest.raises(SystemExit, match=r"floors.txt:2: .*TEST=RATIO"):
+        vs_summary.main([str(tmp_path), "--targets", str(floors)])
