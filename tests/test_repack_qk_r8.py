@@ -209,22 +209,55 @@ def test_a_rows_result_does_not_depend_on_the_calls_rows(path, wt):
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("wt", LAYOUTS)
-def test_prefill_on_r8_is_the_file_types_prefill(path, wt):
-    """From OW_FLOAT_GEMM_MIN_VECS vectors the tile turns rows back (the AVX2 unpack) in slabs and calls the file
-    type's AVX2 GEMM: the file layout's floats on the AVX2 path; the other x86 paths run their own GEMM on the file
-    layout, so there the bound of float rounding holds; on generic, bit-identical (one vector at a time on both)."""
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_prefill_on_r8_is_the_file_types_prefill(path, wt, mode):
+    """From OW_FLOAT_GEMM_MIN_VECS vectors the tile runs what the file type's AVX2 slot runs under the rows_gemm knob:
+    Q4_K R8 and IQ4_XS R8 the int8 rows GEMM on panels built straight from R8 rows (modes 1-3), else rows turned
+    back (the AVX2 unpack) in slabs through the file type's AVX2 GEMM: the file layout's floats on the AVX2 path in
+    every mode (37 rows: a panel's missing rows); the other x86 paths run their own GEMM on the file layout, so
+    there the bound of float rounding holds; on generic, bit-identical (one vector at a time on both)."""
     rng = np.random.default_rng(5 + int(wt))
     n_vec, layout = 40, LAYOUTS[wt]
     for rows, cols in ((37, 256), (150, 512), (9, 4864), (70, 2048)):   # 150 rows: slabs of 64, 64 and 22
         raw = random_k(rng, wt, rows, cols)
         packed = NR.repack(raw, wt, rows, cols, layout=layout)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
-        original = nk.matmul(raw, wt, rows, cols, x, isa=path)
-        on_r8 = NR.matmul(packed, rows, cols, x, isa=path, layout=layout)
+        before = _core.rows_gemm(mode)
+        try:
+            original = nk.matmul(raw, wt, rows, cols, x, isa=path)
+            on_r8 = NR.matmul(packed, rows, cols, x, isa=path, layout=layout)
+        finally:
+            _core.rows_gemm(before)
         if path in ("generic", "avx2"):
             np.testing.assert_array_equal(on_r8, original)
         bound = RTOL * magnitude(raw, wt, rows, cols, x)
         assert (np.abs(on_r8 - original) <= bound).all(), np.abs(on_r8 - original).max()
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("wt", LAYOUTS)
+def test_prefill_on_r8_runs_the_gemm_the_knob_names(path, wt):
+    """The R8 prefill really switches with rows_gemm, as the file type's slot does: on the x86 SIMD paths (all run
+    the AVX2 kernel) the exact tile or decode kernel (mode 0) and the int8 rows GEMM (modes 1-3, the same for
+    K-quants) give different low bits; the generic kernel ignores the knob."""
+    rng = np.random.default_rng(11)
+    rows, cols = 37, 1024
+    raw = random_k(rng, wt, rows, cols)
+    packed = NR.repack(raw, wt, rows, cols, layout=LAYOUTS[wt])
+    x = rng.standard_normal((40, cols)).astype(np.float32)
+    out = {}
+    for mode in (0, 1, 2, 3):
+        before = _core.rows_gemm(mode)
+        try:
+            out[mode] = NR.matmul(packed, rows, cols, x, isa=path, layout=LAYOUTS[wt])
+        finally:
+            _core.rows_gemm(before)
+    np.testing.assert_array_equal(out[1], out[2])
+    np.testing.assert_array_equal(out[1], out[3])
+    if path in ("avx2", "avx2-vnni", "avx512") and _core.float_gemm(-1):
+        assert not np.array_equal(out[0], out[1])
+    elif path in ("generic", "neon", "neon-dotprod"):
+        np.testing.assert_array_equal(out[0], out[1])
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -64,6 +64,29 @@
 #define GK_VARIANT avx2
 #include "gemm_k_rows_types.inc"
 
+/* ... and the same GEMMs on Q4_K R8, Q5_K R8 and IQ4_XS R8 rows (qk_r8.h; vec_dot_qk_r8_avx2.c calls them as the
+ * file types' slots below call theirs) */
+#define GK_TYPE 0
+#define GK_R8 1
+#define GI_WIDE 0
+#define GI_SUFFIX q4_kr8_avx2
+#define GI_NAME vec_dot_q4_kr8_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 1
+#define GK_R8 1
+#define GI_WIDE 0
+#define GI_SUFFIX q5_kr8_avx2
+#define GI_NAME vec_dot_q5_kr8_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
+#define GK_TYPE 5
+#define GK_R8 1
+#define GI_WIDE 0
+#define GI_SUFFIX iq4_xsr8_avx2
+#define GI_NAME vec_dot_iq4_xsr8_q8_K_rows_avx2
+#include "gemm_k_rows.inc"
+
 /* the Q4_0 / Q5_0 / Q4_1 / Q5_1 tile slots of this path (gemm_i8_rows_slot.h) */
 #define GI_ROWS_OF(t, a) vec_dot_##t##_##a##_rows_avx2
 #define GI_SLOT_OF(t, a) \

@@ -128,6 +128,9 @@ void vec_dot_q4_0r8_q8_0_rows_avx2(OW_TILE_ARGS);        /* ... and of the nibbl
 void vec_dot_q5_0r8_q8_0_rows_avx2(OW_TILE_ARGS);
 void vec_dot_q4_1r8_q8_1_rows_avx2(OW_TILE_ARGS);
 void vec_dot_iq4_nlr8_q8_0_rows_avx2(OW_TILE_ARGS);
+void vec_dot_q4_kr8_q8_K_rows_avx2(OW_TILE_ARGS);        /* ... and of Q4_K R8, Q5_K R8, IQ4_XS R8 (qk_r8.h) */
+void vec_dot_q5_kr8_q8_K_rows_avx2(OW_TILE_ARGS);
+void vec_dot_iq4_xsr8_q8_K_rows_avx2(OW_TILE_ARGS);
 void vec_dot_q8_0_q8_0_rows_avx2_vnni(OW_TILE_ARGS);
 /* ... of Q4_0 and Q5_0 (gemm_i8_rows_avx2.c, gemm_i8_rows_vnni.c), and their tile slots on the AVX2 paths: the
  * int8 GEMM from OW_FLOAT_GEMM_MIN_VECS vectors while ow_float_gemm() and ow_rows_gemm(vnni), else the exact tile */
