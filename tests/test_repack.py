@@ -12,6 +12,7 @@ What must hold, and how tight:
 """
 from __future__ import annotations
 
+import contextlib
 import platform
 import subprocess
 import sys
@@ -54,6 +55,51 @@ def random_weight(rng: np.random.Generator, wt: GGMLType, rows: int, cols: int) 
 
 def numpy_repack(raw: np.ndarray, wt: GGMLType, rows: int, cols: int) -> np.ndarray:
     return (R.repack_q8_0_r16 if wt == T.Q8_0 else R.q5_0_to_q8_0_r16)(raw, rows, cols)
+
+
+@contextlib.contextmanager
+def rows_gemm_mode(mode: int):
+    """_core.rows_gemm set to `mode` inside the block, restored after"""
+    before = _core.rows_gemm(mode)
+    try:
+        yield
+    finally:
+        _core.rows_gemm(before)
+
+
+def prefill_in_each_rows_gemm_mode(packed, rows: int, cols: int, x: np.ndarray, path: str, layout) -> dict:
+    """{mode: the matmul of a repacked matrix by a batch x} under each _core.rows_gemm mode 0-3"""
+    out = {}
+    for mode in (0, 1, 2, 3):
+        with rows_gemm_mode(mode):
+            out[mode] = NR.matmul(packed, rows, cols, x, isa=path, layout=layout)
+    return out
+
+
+def assert_r8_prefill_is_the_files(raw, packed, wt, rows: int, cols: int, x: np.ndarray, path: str, layout,
+                                   mode: int) -> None:
+    """Under rows_gemm `mode` the R8 copy's batch matmul equals the file layout's: bit for bit on the AVX2 path
+    (which the R8 kernels are) and generic, within float rounding (RTOL x magnitude) on the paths whose file
+    layout runs GEMMs of their own"""
+    with rows_gemm_mode(mode):
+        original = nk.matmul(raw, wt, rows, cols, x, isa=path)
+        on_r8 = NR.matmul(packed, rows, cols, x, isa=path, layout=layout)
+    if path in ("generic", "avx2"):
+        np.testing.assert_array_equal(on_r8, original)
+    bound = RTOL * magnitude(raw, wt, rows, cols, x)
+    assert (np.abs(on_r8 - original) <= bound).all(), np.abs(on_r8 - original).max()
+
+
+def assert_the_knob_switches(out: dict, path: str, same_as_mode_1=(2,)) -> None:
+    """prefill_in_each_rows_gemm_mode's results: the modes named give mode 1's floats; on the x86 SIMD paths (which
+    run the AVX2 R8 kernels) mode 0's exact tile differs from mode 1's rows GEMM in low bits; the portable kernels
+    ignore the knob"""
+    for mode in same_as_mode_1:
+        np.testing.assert_array_equal(out[1], out[mode])
+    if path in ("avx2", "avx2-vnni", "avx512") and _core.float_gemm(-1):
+        assert not np.array_equal(out[0], out[1])
+    elif path in ("generic", "neon", "neon-dotprod"):
+        np.testing.assert_array_equal(out[0], out[1])
 
 
 def magnitude(raw: np.ndarray, wt: GGMLType, rows: int, cols: int, x: np.ndarray) -> np.ndarray:

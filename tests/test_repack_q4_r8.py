@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from conftest import DATA
 from test_native_backend import IDS, tiny_spec
-from test_repack import (PROMPT, R16_TYPES, assert_layout_keeps_the_model, assert_tiny_logits_match, magnitude,
+from test_repack import (PROMPT, R16_TYPES, assert_layout_keeps_the_model, assert_r8_prefill_is_the_files,
+                         assert_the_knob_switches, assert_tiny_logits_match, magnitude, prefill_in_each_rows_gemm_mode,
                          random_weight)
 from test_repack_q4_1 import random_q4_1
 
@@ -187,16 +188,7 @@ def test_prefill_on_r8_is_the_file_types_prefill(path, wt, mode):
         raw = weight(rng, wt, rows, cols)
         packed = NR.repack(raw, wt, rows, cols, layout=layout)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
-        before = _core.rows_gemm(mode)
-        try:
-            original = nk.matmul(raw, wt, rows, cols, x, isa=path)
-            on_r8 = NR.matmul(packed, rows, cols, x, isa=path, layout=layout)
-        finally:
-            _core.rows_gemm(before)
-        if path in ("generic", "avx2"):
-            np.testing.assert_array_equal(on_r8, original)
-        bound = RTOL * magnitude(raw, wt, rows, cols, x)
-        assert (np.abs(on_r8 - original) <= bound).all(), np.abs(on_r8 - original).max()
+        assert_r8_prefill_is_the_files(raw, packed, wt, rows, cols, x, path, layout, mode)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -210,19 +202,11 @@ def test_prefill_on_r8_runs_the_gemm_the_knob_names(path, wt):
     raw = weight(rng, wt, rows, cols)
     packed = NR.repack(raw, wt, rows, cols, layout=LAYOUTS[wt])
     x = rng.standard_normal((40, cols)).astype(np.float32)
-    out = {}
-    for mode in (0, 1, 2, 3):
-        before = _core.rows_gemm(mode)
-        try:
-            out[mode] = NR.matmul(packed, rows, cols, x, isa=path, layout=LAYOUTS[wt])
-        finally:
-            _core.rows_gemm(before)
-    np.testing.assert_array_equal(out[1], out[2])
+    out = prefill_in_each_rows_gemm_mode(packed, rows, cols, x, path, LAYOUTS[wt])
+    assert_the_knob_switches(out, path)
     if path in ("avx2", "avx2-vnni", "avx512") and _core.float_gemm(-1):
-        assert not np.array_equal(out[0], out[1])
         assert np.array_equal(out[1], out[3]) is (wt != T.IQ4_NL)
     elif path in ("generic", "neon", "neon-dotprod"):
-        np.testing.assert_array_equal(out[0], out[1])
         np.testing.assert_array_equal(out[0], out[3])
 
 

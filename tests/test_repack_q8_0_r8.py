@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_native_backend import IDS, tiny_spec
-from test_repack import (PROMPT, R16_TYPES, assert_layout_keeps_the_model, assert_tiny_logits_match, magnitude,
-                         random_weight)
+from test_repack import (PROMPT, R16_TYPES, assert_layout_keeps_the_model, assert_the_knob_switches,
+                         assert_tiny_logits_match, magnitude, prefill_in_each_rows_gemm_mode, random_weight)
 
 from onewell._native import _core
 from onewell.errors import UnsupportedError
@@ -134,19 +134,9 @@ def test_prefill_on_r8_runs_the_gemm_the_knob_names(path):
     raw = random_weight(rng, T.Q8_0, rows, cols)
     packed = NR.repack(raw, T.Q8_0, rows, cols, layout=R8.Q8_0_R8)
     x = rng.standard_normal((40, cols)).astype(np.float32)
-    out = {}
-    for mode in (0, 1, 2, 3):
-        before = _core.rows_gemm(mode)
-        try:
-            out[mode] = NR.matmul(packed, rows, cols, x, isa=path, layout=R8.Q8_0_R8)
-        finally:
-            _core.rows_gemm(before)
-    np.testing.assert_array_equal(out[1], out[2])
+    out = prefill_in_each_rows_gemm_mode(packed, rows, cols, x, path, R8.Q8_0_R8)
+    assert_the_knob_switches(out, path)
     np.testing.assert_array_equal(out[0], out[3])
-    if path in ("avx2", "avx2-vnni", "avx512") and _core.float_gemm(-1):
-        assert not np.array_equal(out[0], out[1])
-    elif path in ("generic", "neon", "neon-dotprod"):
-        np.testing.assert_array_equal(out[0], out[1])
 
 
 def test_repack_argument_names_the_layout():

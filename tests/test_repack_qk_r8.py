@@ -21,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_native_backend import IDS, LOW_BIT_TYPES, QWEN_TYPES, tiny_spec
-from test_repack import PROMPT, assert_layout_keeps_the_model, assert_tiny_logits_match, magnitude
+from test_repack import (PROMPT, assert_layout_keeps_the_model, assert_r8_prefill_is_the_files,
+                         assert_the_knob_switches, assert_tiny_logits_match, magnitude,
+                         prefill_in_each_rows_gemm_mode)
 from test_repack_q4_r8 import check_ggml_encoding_on_r8
 
 from onewell._native import _core
@@ -222,16 +224,7 @@ def test_prefill_on_r8_is_the_file_types_prefill(path, wt, mode):
         raw = random_k(rng, wt, rows, cols)
         packed = NR.repack(raw, wt, rows, cols, layout=layout)
         x = rng.standard_normal((n_vec, cols)).astype(np.float32)
-        before = _core.rows_gemm(mode)
-        try:
-            original = nk.matmul(raw, wt, rows, cols, x, isa=path)
-            on_r8 = NR.matmul(packed, rows, cols, x, isa=path, layout=layout)
-        finally:
-            _core.rows_gemm(before)
-        if path in ("generic", "avx2"):
-            np.testing.assert_array_equal(on_r8, original)
-        bound = RTOL * magnitude(raw, wt, rows, cols, x)
-        assert (np.abs(on_r8 - original) <= bound).all(), np.abs(on_r8 - original).max()
+        assert_r8_prefill_is_the_files(raw, packed, wt, rows, cols, x, path, layout, mode)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -245,19 +238,7 @@ def test_prefill_on_r8_runs_the_gemm_the_knob_names(path, wt):
     raw = random_k(rng, wt, rows, cols)
     packed = NR.repack(raw, wt, rows, cols, layout=LAYOUTS[wt])
     x = rng.standard_normal((40, cols)).astype(np.float32)
-    out = {}
-    for mode in (0, 1, 2, 3):
-        before = _core.rows_gemm(mode)
-        try:
-            out[mode] = NR.matmul(packed, rows, cols, x, isa=path, layout=LAYOUTS[wt])
-        finally:
-            _core.rows_gemm(before)
-    np.testing.assert_array_equal(out[1], out[2])
-    np.testing.assert_array_equal(out[1], out[3])
-    if path in ("avx2", "avx2-vnni", "avx512") and _core.float_gemm(-1):
-        assert not np.array_equal(out[0], out[1])
-    elif path in ("generic", "neon", "neon-dotprod"):
-        np.testing.assert_array_equal(out[0], out[1])
+    assert_the_knob_switches(prefill_in_each_rows_gemm_mode(packed, rows, cols, x, path, LAYOUTS[wt]), path, (2, 3))
 
 
 @pytest.mark.parametrize("path", PATHS)
