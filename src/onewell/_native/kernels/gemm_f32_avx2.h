@@ -38,7 +38,8 @@ GF_INLINE void gf_micro(const float *panel, int64_t kc, const float *xf, float *
             acc[v][1] = _mm256_fmadd_ps(w1, a, acc[v][1]);
         }
     }
-    /* Full panels store plainly: vmaskmovps to memory is microcoded on AMD (docs/perf-log.md, entry 47) */
+    /* Full panels store plainly: vmaskmovps to memory is microcoded on AMD (docs/perf-log.md, entry 47). Two loops
+     * on purpose: one loop choosing per store compiled to a longer body that GCC did not unswitch */
     if (mask.full) {
         for (int v = 0; v < NV; v++) {
             float *yv = y + (int64_t)v * y_stride;

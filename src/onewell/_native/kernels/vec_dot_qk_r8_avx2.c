@@ -328,27 +328,28 @@ TA_TARGET static void q6kr8_unpack_row(const uint8_t *r8, uint8_t *file, int64_t
 
 TA_INLINE void qkr8_tile(OW_TILE_ARGS, const int K) {
     const int64_t nb = n_cols / OW_QK_K;
-    /* where the file type's slot runs its rows GEMM (gemm_i8_rows_slot.h), Q4_K R8, Q5_K R8 and IQ4_XS R8 run the
-     * same GEMM on panels built straight from these rows (gemm_k_rows.inc's GK_R8); Q6_K R8, and every type where the
-     * slot runs its tile, turn slabs of rows back into the file's blocks for the file type's slot */
-    if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() && ow_rows_gemm(OW_ROWS_GEMM_AVX2) && K != QKR8_Q6_K) {
-        (K == QKR8_Q4_K   ? vec_dot_q4_kr8_q8_K_rows_avx2
-         : K == QKR8_Q5_K ? vec_dot_q5_kr8_q8_K_rows_avx2 : vec_dot_iq4_xsr8_q8_K_rows_avx2)(
-            n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
-        return;
+    if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm()) {
+        /* where the file type's slot runs its rows GEMM (gemm_i8_rows_slot.h), Q4_K R8, Q5_K R8 and IQ4_XS R8 run
+         * the same GEMM on panels built straight from these rows (gemm_k_rows.inc's GK_R8); Q6_K R8, and every type
+         * where the slot runs its tile, turn slabs of rows back into the file's blocks for the file type's slot */
+        if (ow_rows_gemm(OW_ROWS_GEMM_AVX2) && K != QKR8_Q6_K) {
+            (K == QKR8_Q4_K   ? vec_dot_q4_kr8_q8_K_rows_avx2
+             : K == QKR8_Q5_K ? vec_dot_q5_kr8_q8_K_rows_avx2 : vec_dot_iq4_xsr8_q8_K_rows_avx2)(
+                n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride);
+            return;
+        }
+        if (r8_prefill_slabs(K == QKR8_Q4_K   ? q4kr8_unpack_row
+                             : K == QKR8_Q5_K ? q5kr8_unpack_row
+                             : K == QKR8_Q6_K ? q6kr8_unpack_row : iq4xsr8_unpack_row,
+                             (size_t)nb * (K == QKR8_Q4_K   ? sizeof(ow_block_q4_K)
+                                           : K == QKR8_Q5_K ? sizeof(ow_block_q5_K)
+                                           : K == QKR8_Q6_K ? sizeof(ow_block_q6_K) : sizeof(ow_block_iq4_xs)),
+                             K == QKR8_Q4_K   ? vec_dot_q4_K_q8_K_gemm_avx2
+                             : K == QKR8_Q5_K ? vec_dot_q5_K_q8_K_gemm_avx2
+                             : K == QKR8_Q6_K ? vec_dot_q6_K_q8_K_gemm_avx2 : vec_dot_iq4_xs_q8_K_gemm_avx2,
+                             n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride))
+            return;
     }
-    if (n_vec >= OW_FLOAT_GEMM_MIN_VECS && ow_float_gemm() &&
-        r8_prefill_slabs(K == QKR8_Q4_K   ? q4kr8_unpack_row
-                         : K == QKR8_Q5_K ? q5kr8_unpack_row
-                         : K == QKR8_Q6_K ? q6kr8_unpack_row : iq4xsr8_unpack_row,
-                         (size_t)nb * (K == QKR8_Q4_K   ? sizeof(ow_block_q4_K)
-                                       : K == QKR8_Q5_K ? sizeof(ow_block_q5_K)
-                                       : K == QKR8_Q6_K ? sizeof(ow_block_q6_K) : sizeof(ow_block_iq4_xs)),
-                         K == QKR8_Q4_K   ? vec_dot_q4_K_q8_K_gemm_avx2
-                         : K == QKR8_Q5_K ? vec_dot_q5_K_q8_K_gemm_avx2
-                         : K == QKR8_Q6_K ? vec_dot_q6_K_q8_K_gemm_avx2 : vec_dot_iq4_xs_q8_K_gemm_avx2,
-                         n_cols, w, w_stride, nr, x, x_stride, n_vec, y, y_stride))
-        return;
     /* below the GEMM at most OW_FLOAT_GEMM_MIN_VECS - 1 vectors; with the knob off, more, that many at a time */
     const int cap = n_vec < OW_FLOAT_GEMM_MIN_VECS ? n_vec : OW_FLOAT_GEMM_MIN_VECS;
     const size_t per_vector = qkr8_vector_bytes(nb);   /* a multiple of 32 */
